@@ -1,0 +1,63 @@
+// Package wellknown holds the fixed names, ports and defaults of the Coxswain control channel.
+// Every other package, in the operator and in the proxy, imports them from here so that each
+// fact is defined exactly once.
+package wellknown
+
+import "time"
+
+const (
+	// InstallNamespace is the namespace the operator is installed into by default.
+	InstallNamespace = "coxswain-system"
+
+	// GatewayControllerName is the GatewayClass controllerName that Coxswain serves.
+	GatewayControllerName = "coxswain.dev/gateway-controller"
+
+	// CASecretName is the default name of the Secret holding the discovery CA (tls.crt, tls.key).
+	CASecretName = "coxswain-discovery-ca"
+	// TrustBundleConfigMapName is the ConfigMap that publishes the public CA roots.
+	TrustBundleConfigMapName = "coxswain-discovery-trust"
+	// TrustBundleKey is the key of TrustBundleConfigMapName that holds the PEM roots.
+	TrustBundleKey = "ca.crt"
+
+	// TokenAudience is the audience of the projected ServiceAccount token a proxy bootstraps with.
+	TokenAudience = "coxswain-discovery"
+	// TokenPath is where a proxy finds its projected ServiceAccount token.
+	TokenPath = "/var/run/secrets/coxswain/discovery-token/token"
+	// TrustBundlePath is where a proxy finds the trust bundle.
+	TrustBundlePath = "/var/run/secrets/coxswain/trust-bundle/ca.crt"
+
+	// StreamPort is the default port of the mTLS snapshot stream listener.
+	StreamPort = 50051
+	// BootstrapPort is the default port of the server-authenticated bootstrap listener.
+	BootstrapPort = 50052
+
+	// DefaultTrustDomain is the SPIFFE trust domain used when none is configured.
+	DefaultTrustDomain = "cluster.local"
+	// DefaultSVIDTTL is the default lifetime of a proxy SVID; proxies renew at about half of it.
+	DefaultSVIDTTL = 24 * time.Hour
+	// MinSVIDTTL and MaxSVIDTTL bound the configurable SVID lifetime.
+	MinSVIDTTL = time.Minute
+	MaxSVIDTTL = 30 * 24 * time.Hour
+
+	// SharedProxyServiceAccount is the ServiceAccount of the shared proxy pool.
+	SharedProxyServiceAccount = "coxswain-shared-proxy"
+
+	// EventReasonBootstrapRejected is the reason of the Warning event for a refused bootstrap.
+	EventReasonBootstrapRejected = "BootstrapRejected"
+)
+
+// CAMode says how the discovery CA is provisioned.
+type CAMode string
+
+const (
+	// CAModeAuto generates and stores the CA on first start.
+	CAModeAuto CAMode = "Auto"
+	// CAModeExternal consumes an existing CA Secret and fails closed without it.
+	CAModeExternal CAMode = "External"
+)
+
+// DedicatedProxyName is the name of the Deployment, Service and ServiceAccount of a Gateway's
+// dedicated proxy (GEP-1762): "<gateway>-<gatewayclass>".
+func DedicatedProxyName(gateway, gatewayClass string) string {
+	return gateway + "-" + gatewayClass
+}
