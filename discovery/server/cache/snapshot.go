@@ -1,0 +1,113 @@
+package cache
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+)
+
+// ErrInvalidResource reports a resource without a key or payload, or a key used twice.
+var ErrInvalidResource = errors.New("cache: invalid resource")
+
+// digest is the SHA-256 of one resource's deterministic payload encoding.
+type digest [sha256.Size]byte
+
+// Snapshot is an immutable, versioned set of resources sorted by key.
+type Snapshot struct {
+	version   string
+	createdAt time.Time
+	resources []*discoveryv1.Resource
+	digests   map[string]digest
+}
+
+// NewSnapshot sorts and hashes resources. The version is the hex SHA-256 over every (key,
+// payload) pair in key order, payloads marshalled deterministically, so equal contents give
+// equal versions regardless of input order. Resources must not be modified afterwards.
+func NewSnapshot(resources []*discoveryv1.Resource, now time.Time) (*Snapshot, error) {
+	sorted := slices.Clone(resources)
+	slices.SortFunc(sorted, func(a, b *discoveryv1.Resource) int { return cmp.Compare(a.GetKey(), b.GetKey()) })
+	s := &Snapshot{createdAt: now, resources: sorted, digests: make(map[string]digest, len(sorted))}
+	h := sha256.New()
+	for _, r := range sorted {
+		d, err := resourceDigest(r)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := s.digests[r.GetKey()]; dup {
+			return nil, fmt.Errorf("%w: duplicate key %q", ErrInvalidResource, r.GetKey())
+		}
+		s.digests[r.GetKey()] = d
+		writeField(h, []byte(r.GetKey()))
+		writeField(h, d[:])
+	}
+	s.version = hex.EncodeToString(h.Sum(nil))
+	return s, nil
+}
+
+func resourceDigest(r *discoveryv1.Resource) (digest, error) {
+	if r.GetKey() == "" || r.GetPayload() == nil {
+		return digest{}, fmt.Errorf("%w: key %q without key or payload", ErrInvalidResource, r.GetKey())
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r.GetPayload())
+	if err != nil {
+		return digest{}, fmt.Errorf("marshal resource %q: %w", r.GetKey(), err)
+	}
+	return sha256.Sum256(b), nil
+}
+
+// writeField writes b length-prefixed, so that no two field sequences hash alike.
+func writeField(h hash.Hash, b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
+}
+
+// Version returns the content hash of the snapshot.
+func (s *Snapshot) Version() string { return s.version }
+
+// CreatedAt returns when the snapshot was set, for the set-to-ACK latency.
+func (s *Snapshot) CreatedAt() time.Time { return s.createdAt }
+
+// Resources returns the resources sorted by key. Callers must not modify them.
+func (s *Snapshot) Resources() []*discoveryv1.Resource { return slices.Clone(s.resources) }
+
+// Len returns the number of resources.
+func (s *Snapshot) Len() int { return len(s.resources) }
+
+// Diff returns what turns prev into next: the resources of next that prev lacks or holds with
+// another payload, and the keys of prev that next lacks, both sorted by key.
+func Diff(prev, next *Snapshot) (upserts []*discoveryv1.Resource, removed []string) {
+	for _, r := range next.resources {
+		if d, ok := prev.digests[r.GetKey()]; !ok || d != next.digests[r.GetKey()] {
+			upserts = append(upserts, r)
+		}
+	}
+	for _, r := range prev.resources {
+		if _, ok := next.digests[r.GetKey()]; !ok {
+			removed = append(removed, r.GetKey())
+		}
+	}
+	return upserts, removed
+}
+
+// NewResource wraps msg into a keyed resource, marshalling it deterministically so that equal
+// messages always give equal payload bytes and therefore equal versions.
+func NewResource(key string, msg proto.Message) (*discoveryv1.Resource, error) {
+	payload := &anypb.Any{}
+	if err := anypb.MarshalFrom(payload, msg, proto.MarshalOptions{Deterministic: true}); err != nil {
+		return nil, fmt.Errorf("marshal resource %q: %w", key, err)
+	}
+	return &discoveryv1.Resource{Key: key, Payload: payload}, nil
+}
