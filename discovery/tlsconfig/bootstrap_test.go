@@ -1,0 +1,70 @@
+package tlsconfig_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"testing"
+
+	"coxswain.dev/coxswain/discovery/pki/pkitest"
+	"coxswain.dev/coxswain/discovery/tlsconfig"
+)
+
+const serverName = "coxswain-discovery.coxswain-system.svc"
+
+// Tests that the bootstrap client trusts only a server of the bundle named serverName, and that
+// the bootstrap server asks for no client certificate.
+func TestBootstrap(t *testing.T) {
+	t.Parallel()
+	ca := pkitest.NewCA(t, "cluster.local")
+	foreignCA := pkitest.NewCA(t, "cluster.local")
+	good := pkitest.SVID(t, ca, controllerID, pkitest.DNSNames(serverName))
+	var hostErr x509.HostnameError
+	var unknownAuthority x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	tests := []struct {
+		name   string
+		cert   *tls.Certificate
+		client *tls.Config
+		wantAs any
+		wantOK bool
+	}{
+		{"a server of the bundle with the right name is trusted", good, tlsconfig.BootstrapClient(roots(ca), serverName), nil, true},
+		{"a server with another name is refused", good, tlsconfig.BootstrapClient(roots(ca), "evil.example"), &hostErr, false},
+		{"a server signed by a foreign CA is refused", pkitest.SVID(t, foreignCA, controllerID, pkitest.DNSNames(serverName)), tlsconfig.BootstrapClient(roots(ca), serverName), &unknownAuthority, false},
+		{"an expired server is refused", pkitest.SVID(t, ca, controllerID, pkitest.DNSNames(serverName), pkitest.Expired()), tlsconfig.BootstrapClient(roots(ca), serverName), &invalid, false},
+		{"a server that is not yet valid is refused", pkitest.SVID(t, ca, controllerID, pkitest.DNSNames(serverName), pkitest.NotYetValid()), tlsconfig.BootstrapClient(roots(ca), serverName), &invalid, false},
+		{"a client without a bundle refuses every server", good, tlsconfig.BootstrapClient(&tlsconfig.RotatingBundle{}, serverName), nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := startServer(t, tlsconfig.BootstrapServer(static(tt.cert)))
+			clientErr, res := srv.dial(t, tt.client)
+			if tt.wantOK {
+				if clientErr != nil || res.err != nil {
+					t.Fatalf("handshake: client %v, server %v", clientErr, res.err)
+				}
+				if len(res.state.PeerCertificates) != 0 {
+					t.Fatal("the bootstrap server received a client certificate")
+				}
+				return
+			}
+			wantRefused(t, clientErr, res.err, nil)
+			if tt.wantAs != nil && !errors.As(clientErr, tt.wantAs) {
+				t.Fatalf("refused with %v, want %T", clientErr, tt.wantAs)
+			}
+		})
+	}
+}
+
+// Tests that the bootstrap listener refuses TLS 1.2.
+func TestBootstrapServerRefusesTLS12(t *testing.T) {
+	t.Parallel()
+	ca := pkitest.NewCA(t, "cluster.local")
+	srv := startServer(t, tlsconfig.BootstrapServer(static(pkitest.SVID(t, ca, controllerID, pkitest.DNSNames(serverName)))))
+	client := tlsconfig.BootstrapClient(roots(ca), serverName)
+	client.MinVersion, client.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
+	clientErr, res := srv.dial(t, client)
+	wantRefused(t, res.err, clientErr, nil)
+}
