@@ -1,0 +1,114 @@
+package graph
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"coxswain.dev/coxswain/internal/graph/conditions"
+)
+
+// attach decides whether a route attaches to the listeners one parentRef selects, records the
+// parent's conditions, and adds the route to those listeners when it is accepted. Attachment
+// follows the spec: sectionName and port select listeners, allowedRoutes filter them, and the
+// route's hostnames must intersect a listener's.
+func (b *builder) attach(r *HTTPRoute, p *Parent) {
+	selected := selectListeners(p)
+	if len(selected) == 0 {
+		p.Conditions = []metav1.Condition{conditions.NewRouteNoMatchingParent(noMatchMessage(p)), r.resolvedRefs}
+		return
+	}
+	allowed := b.allowedListeners(r, selected)
+	if len(allowed) == 0 {
+		msg := fmt.Sprintf("No listener of Gateway %s allows HTTPRoutes from namespace %s", p.Gateway.Key(), r.Source.Namespace)
+		p.Conditions = []metav1.Condition{conditions.NewRouteNotAllowedByListeners(msg), r.resolvedRefs}
+		return
+	}
+	hosts := routeHostnames(r)
+	attachments := make(map[*Listener][]string, len(allowed))
+	for _, l := range allowed {
+		if both := IntersectHostnames(l.Hostname, hosts); len(both) > 0 {
+			attachments[l] = both
+		}
+	}
+	switch {
+	case len(attachments) == 0:
+		p.Conditions = []metav1.Condition{conditions.NewRouteNoMatchingListenerHostname(), r.resolvedRefs}
+	case r.invalid != nil:
+		p.Conditions = []metav1.Condition{*r.invalid, r.resolvedRefs}
+	default:
+		p.Accepted = true
+		p.Conditions = []metav1.Condition{conditions.NewRouteAccepted(), r.resolvedRefs}
+		for _, l := range allowed {
+			if both, ok := attachments[l]; ok {
+				l.addRoute(r, both)
+			}
+		}
+	}
+}
+
+func selectListeners(p *Parent) []*Listener {
+	var out []*Listener
+	for _, l := range p.Gateway.Listeners {
+		if p.Ref.SectionName != nil && string(*p.Ref.SectionName) != l.Name {
+			continue
+		}
+		if p.Ref.Port != nil && *p.Ref.Port != l.Port {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func noMatchMessage(p *Parent) string {
+	msg := fmt.Sprintf("Gateway %s has no listener", p.Gateway.Key())
+	if p.Ref.SectionName != nil {
+		msg += fmt.Sprintf(" named %s", *p.Ref.SectionName)
+	}
+	if p.Ref.Port != nil {
+		msg += fmt.Sprintf(" on port %d", *p.Ref.Port)
+	}
+	return msg
+}
+
+func (b *builder) allowedListeners(r *HTTPRoute, ls []*Listener) []*Listener {
+	var out []*Listener
+	for _, l := range ls {
+		if allowsHTTPRoute(l) && b.allowsNamespace(l, r.Source.Namespace) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func allowsHTTPRoute(l *Listener) bool {
+	for _, k := range l.SupportedKinds {
+		if k.Kind == kindHTTPRoute {
+			return true
+		}
+	}
+	return false
+}
+
+func routeHostnames(r *HTTPRoute) []string {
+	out := make([]string, 0, len(r.Source.Spec.Hostnames))
+	for _, h := range r.Source.Spec.Hostnames {
+		out = append(out, string(h))
+	}
+	return out
+}
+
+// addRoute attaches a route; a route reaching the listener through two parentRefs counts once.
+func (l *Listener) addRoute(r *HTTPRoute, hostnames []string) {
+	if n := len(l.Routes); n > 0 && l.Routes[n-1].Route == r {
+		return
+	}
+	l.Routes = append(l.Routes, &Attachment{Route: r, Hostnames: hostnames})
+}
+
+// AttachedRoutes is the listener status attachedRoutes count.
+func (l *Listener) AttachedRoutes() int32 {
+	return int32(len(l.Routes)) //nolint:gosec // at most the number of routes in the cluster
+}
+

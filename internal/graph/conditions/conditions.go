@@ -1,0 +1,48 @@
+package conditions
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ReasonInvalidGatewayClass is used with a Gateway's Accepted condition when its GatewayClass
+// is not accepted; the spec lists no reason for that case.
+const ReasonInvalidGatewayClass = "InvalidGatewayClass"
+
+func newCondition(condType string, status metav1.ConditionStatus, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message}
+}
+
+func truth(condType, reason, message string) metav1.Condition {
+	return newCondition(condType, metav1.ConditionTrue, reason, message)
+}
+
+func falsity(condType, reason, message string) metav1.Condition {
+	return newCondition(condType, metav1.ConditionFalse, reason, message)
+}
+
+// Stamp sets ObservedGeneration on every condition and returns the slice.
+func Stamp(conds []metav1.Condition, generation int64) []metav1.Condition {
+	for i := range conds {
+		conds[i].ObservedGeneration = generation
+	}
+	return conds
+}
+
+// Find returns the condition of the given type, or nil.
+func Find(conds []metav1.Condition, condType string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == condType {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// Upsert replaces the condition of the same type, or appends it.
+func Upsert(conds []metav1.Condition, c metav1.Condition) []metav1.Condition {
+	if old := Find(conds, c.Type); old != nil {
+		*old = c
+		return conds
+	}
+	return append(conds, c)
+}

@@ -1,0 +1,56 @@
+package conditions
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+const (
+	gatewayAccepted   = string(gwapiv1.GatewayConditionAccepted)
+	gatewayProgrammed = string(gwapiv1.GatewayConditionProgrammed)
+)
+
+// NewGatewayAccepted says the Gateway and all its listeners are valid.
+func NewGatewayAccepted() metav1.Condition {
+	return truth(gatewayAccepted, string(gwapiv1.GatewayReasonAccepted), "Gateway is accepted")
+}
+
+// NewGatewayAcceptedListenersNotValid says the Gateway is accepted with some invalid listeners.
+func NewGatewayAcceptedListenersNotValid(msg string) metav1.Condition {
+	return truth(gatewayAccepted, string(gwapiv1.GatewayReasonListenersNotValid), msg)
+}
+
+// NewGatewayNotAcceptedListenersNotValid says no listener of the Gateway is valid.
+func NewGatewayNotAcceptedListenersNotValid(msg string) metav1.Condition {
+	return falsity(gatewayAccepted, string(gwapiv1.GatewayReasonListenersNotValid), msg)
+}
+
+// NewGatewayInvalidParameters says spec.infrastructure.parametersRef cannot be used.
+func NewGatewayInvalidParameters(msg string) metav1.Condition {
+	return falsity(gatewayAccepted, string(gwapiv1.GatewayReasonInvalidParameters), msg)
+}
+
+// NewGatewayUnsupportedAddress says the Gateway requests addresses, which we cannot assign.
+func NewGatewayUnsupportedAddress(msg string) metav1.Condition {
+	return falsity(gatewayAccepted, string(gwapiv1.GatewayReasonUnsupportedAddress), msg)
+}
+
+// NewGatewayInvalid says the Gateway uses a field we do not support.
+func NewGatewayInvalid(msg string) metav1.Condition {
+	return falsity(gatewayAccepted, string(gwapiv1.GatewayReasonInvalid), msg)
+}
+
+// NewGatewayInvalidGatewayClass says the Gateway's class is ours but not accepted.
+func NewGatewayInvalidGatewayClass() metav1.Condition {
+	return falsity(gatewayAccepted, ReasonInvalidGatewayClass, "GatewayClass is not accepted")
+}
+
+// NewGatewayProgrammed says configuration for the Gateway was compiled for its proxies.
+func NewGatewayProgrammed() metav1.Condition {
+	return truth(gatewayProgrammed, string(gwapiv1.GatewayReasonProgrammed), "Gateway is programmed")
+}
+
+// NewGatewayNotProgrammedInvalid says the Gateway produces no configuration.
+func NewGatewayNotProgrammedInvalid(msg string) metav1.Condition {
+	return falsity(gatewayProgrammed, string(gwapiv1.GatewayReasonInvalid), msg)
+}

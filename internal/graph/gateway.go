@@ -1,0 +1,144 @@
+package graph
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/graph/conditions"
+	"coxswain.dev/coxswain/internal/state"
+)
+
+// Gateway is a Gateway of one of our classes.
+type Gateway struct {
+	Source *gwapiv1.Gateway
+	Class  *GatewayClass
+	// Accepted is true when the Gateway produces configuration: its class is accepted, its
+	// parameters resolve and at least one listener is accepted.
+	Accepted bool
+	// Dedicated is true when the Gateway (or its class) references a CoxswainGatewayParameters
+	// and so is served by its own proxy named ProxyName instead of the shared pool.
+	Dedicated bool
+	ProxyName string
+	Listeners []*Listener
+	// Conditions are the Gateway-level conditions, final once Build returns.
+	Conditions []metav1.Condition
+	// problem is the Gateway-level reason not to accept it, found before listeners are built.
+	problem *metav1.Condition
+}
+
+// Key returns the Gateway's namespace/name.
+func (gw *Gateway) Key() types.NamespacedName {
+	return state.Key(gw.Source)
+}
+
+func (b *builder) buildGateways() []*Gateway {
+	var out []*Gateway
+	for _, key := range sortedKeys(b.cs.Gateways) {
+		src := b.cs.Gateways[key]
+		class, ours := b.classes[string(src.Spec.GatewayClassName)]
+		if !ours {
+			continue
+		}
+		gw := b.newGateway(src, class)
+		b.gateways[key] = gw
+		out = append(out, gw)
+	}
+	return out
+}
+
+func (b *builder) newGateway(src *gwapiv1.Gateway, class *GatewayClass) *Gateway {
+	gw := &Gateway{Source: src, Class: class, Dedicated: class.Dedicated}
+	gw.problem = b.gatewayProblem(gw)
+	if gw.Dedicated {
+		gw.ProxyName = wellknown.DedicatedProxyName(src.Name, class.Source.Name)
+	}
+	gw.Listeners = b.buildListeners(gw)
+	return gw
+}
+
+// gatewayProblem returns the condition that keeps the Gateway from being accepted whatever its
+// listeners, or nil. It sets gw.Dedicated when the Gateway names valid parameters.
+func (b *builder) gatewayProblem(gw *Gateway) *metav1.Condition {
+	spec := gw.Source.Spec
+	if !gw.Class.Accepted {
+		return ptr(conditions.NewGatewayInvalidGatewayClass())
+	}
+	if spec.Infrastructure != nil && spec.Infrastructure.ParametersRef != nil {
+		if msg := b.checkGatewayParameters(gw.Source.Namespace, spec.Infrastructure.ParametersRef); msg != "" {
+			return ptr(conditions.NewGatewayInvalidParameters(msg))
+		}
+		gw.Dedicated = true
+	}
+	if len(spec.Addresses) > 0 {
+		return ptr(conditions.NewGatewayUnsupportedAddress("spec.addresses is not supported; addresses are assigned by the proxy Service"))
+	}
+	if spec.TLS != nil && spec.TLS.Frontend != nil {
+		return ptr(conditions.NewGatewayInvalid("spec.tls.frontend (client certificate validation) is not supported"))
+	}
+	return nil
+}
+
+func (b *builder) checkGatewayParameters(namespace string, ref *gwapiv1.LocalParametersReference) string {
+	if !isParametersKind(ref.Group, ref.Kind) {
+		return fmt.Sprintf("parametersRef must be %s/%s, not %s/%s",
+			state.GatewayParametersGroup, state.GatewayParametersKind, ref.Group, ref.Kind)
+	}
+	key := types.NamespacedName{Namespace: namespace, Name: ref.Name}
+	if _, ok := b.cs.GatewayParameters[key]; !ok {
+		return fmt.Sprintf("CoxswainGatewayParameters %s not found", key)
+	}
+	return ""
+}
+
+// finish computes the Gateway conditions and listener statuses once routes are attached.
+func (gw *Gateway) finish() {
+	accepted := gw.acceptedCondition()
+	gw.Accepted = accepted.Status == metav1.ConditionTrue
+	programmed := conditions.NewGatewayProgrammed()
+	if !gw.Accepted {
+		programmed = conditions.NewGatewayNotProgrammedInvalid("Gateway is not accepted")
+	} else if !gw.anyListener((*Listener).Programmed) {
+		programmed = conditions.NewGatewayNotProgrammedInvalid("No listener is programmed")
+	}
+	gw.Conditions = conditions.Stamp([]metav1.Condition{accepted, programmed}, gw.Source.Generation)
+	for _, l := range gw.Listeners {
+		l.finish(gw.Accepted)
+	}
+}
+
+func (gw *Gateway) acceptedCondition() metav1.Condition {
+	if gw.problem != nil {
+		return *gw.problem
+	}
+	var bad []string
+	for _, l := range gw.Listeners {
+		if !l.Accepted() {
+			bad = append(bad, l.Name)
+		}
+	}
+	switch {
+	case len(bad) == 0:
+		return conditions.NewGatewayAccepted()
+	case len(bad) == len(gw.Listeners):
+		return conditions.NewGatewayNotAcceptedListenersNotValid("No listener is valid")
+	}
+	return conditions.NewGatewayAcceptedListenersNotValid("Listeners not valid: " + strings.Join(bad, ", "))
+}
+
+func (gw *Gateway) anyListener(pred func(*Listener) bool) bool {
+	for _, l := range gw.Listeners {
+		if pred(l) {
+			return true
+		}
+	}
+	return false
+}
+
+func ptr[T any](v T) *T {
+	return &v
+}

@@ -1,0 +1,149 @@
+package graph_test
+
+import (
+	"bytes"
+	"flag"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/snapshot"
+	"coxswain.dev/coxswain/internal/state"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden .out.yaml files from the current output")
+
+const (
+	inSuffix  = ".in.yaml"
+	outSuffix = ".out.yaml"
+)
+
+// golden is what a case's .out.yaml holds: the computed status and the compiled snapshots.
+type golden struct {
+	Status    graph.Status         `json:"status"`
+	Snapshots []*snapshot.Snapshot `json:"snapshots"`
+}
+
+func render(t testing.TB, cs *state.ClusterState) []byte {
+	t.Helper()
+	g := graph.Build(cs, graph.Options{})
+	out, err := yaml.Marshal(golden{Status: g.Status(), Snapshots: snapshot.Compile(g)})
+	if err != nil {
+		t.Fatalf("marshal output: %v", err)
+	}
+	return out
+}
+
+func inputs(t *testing.T) []string {
+	t.Helper()
+	ins, err := filepath.Glob(filepath.Join("testdata", "*"+inSuffix))
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no golden inputs: %v", err)
+	}
+	return ins
+}
+
+// Tests that every testdata/<case>.in.yaml compiles to exactly testdata/<case>.out.yaml.
+func TestGolden(t *testing.T) {
+	for _, in := range inputs(t) {
+		name := strings.TrimSuffix(filepath.Base(in), inSuffix)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := render(t, decodeFile(t, in))
+			outPath := strings.TrimSuffix(in, inSuffix) + outSuffix
+			if *update {
+				if err := os.WriteFile(outPath, got, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(outPath)
+			if err != nil {
+				t.Fatalf("read golden (run with -update to create it): %v", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("output differs from %s (-want +got):\n%s", outPath, diff)
+			}
+		})
+	}
+}
+
+// Tests that no .out.yaml outlives its .in.yaml; -update removes stale outputs.
+func TestGoldenNoStaleOutputs(t *testing.T) {
+	outs, err := filepath.Glob(filepath.Join("testdata", "*"+outSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range outs {
+		in := strings.TrimSuffix(out, outSuffix) + inSuffix
+		if _, err := os.Stat(in); err == nil {
+			continue
+		}
+		if *update {
+			if err := os.Remove(out); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		t.Errorf("%s has no %s: delete it or run with -update", out, filepath.Base(in))
+	}
+}
+
+// Tests that the output depends on the cluster state only, not on the order objects arrive in.
+func TestOrderInvariance(t *testing.T) {
+	for _, in := range inputs(t) {
+		t.Run(filepath.Base(in), func(t *testing.T) {
+			t.Parallel()
+			raw, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := render(t, decode(t, raw))
+			docs := strings.Split(string(raw), "\n---\n")
+			for seed := range uint64(5) {
+				rng := rand.New(rand.NewPCG(seed, seed))
+				rng.Shuffle(len(docs), func(i, j int) { docs[i], docs[j] = docs[j], docs[i] })
+				cs := decode(t, []byte(strings.Join(docs, "\n---\n")))
+				shuffleSets(rng, cs)
+				if got := render(t, cs); !bytes.Equal(want, got) {
+					t.Fatalf("seed %d: output changed with input order:\n%s", seed, cmp.Diff(string(want), string(got)))
+				}
+			}
+		})
+	}
+}
+
+// shuffleSets reorders the lists inside objects whose order carries no meaning.
+func shuffleSets(rng *rand.Rand, cs *state.ClusterState) {
+	for _, s := range cs.EndpointSlices {
+		rng.Shuffle(len(s.Endpoints), func(i, j int) { s.Endpoints[i], s.Endpoints[j] = s.Endpoints[j], s.Endpoints[i] })
+	}
+	for _, g := range cs.ReferenceGrants {
+		rng.Shuffle(len(g.Spec.From), func(i, j int) { g.Spec.From[i], g.Spec.From[j] = g.Spec.From[j], g.Spec.From[i] })
+		rng.Shuffle(len(g.Spec.To), func(i, j int) { g.Spec.To[i], g.Spec.To[j] = g.Spec.To[j], g.Spec.To[i] })
+	}
+}
+
+func decodeFile(t *testing.T, path string) *state.ClusterState {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, raw)
+}
+
+func decode(t *testing.T, raw []byte) *state.ClusterState {
+	t.Helper()
+	cs, err := state.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("decode input: %v", err)
+	}
+	return cs
+}

@@ -1,0 +1,102 @@
+package graph
+
+import (
+	"cmp"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/consts"
+
+	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/state"
+)
+
+// Options tune Build. The zero value serves wellknown.GatewayControllerName.
+type Options struct {
+	// ControllerName selects the GatewayClasses we serve.
+	ControllerName gwapiv1.GatewayController
+	// CRDBundleVersion is the gateway.networking.k8s.io/bundle-version annotation found on the
+	// installed Gateway API CRDs. Empty means the caller did not look, and the version this
+	// binary is built against is assumed.
+	CRDBundleVersion string
+}
+
+func (o Options) withDefaults() Options {
+	if o.ControllerName == "" {
+		o.ControllerName = wellknown.GatewayControllerName
+	}
+	if o.CRDBundleVersion == "" {
+		o.CRDBundleVersion = consts.BundleVersion
+	}
+	return o
+}
+
+// Graph is the resolved view of the Gateway API objects that Coxswain serves. Slices are sorted
+// by name (namespace/name for namespaced objects).
+type Graph struct {
+	// ControllerName is the controllerName of the classes in the graph.
+	ControllerName gwapiv1.GatewayController
+	// GatewayClasses are the classes whose controllerName is ours.
+	GatewayClasses []*GatewayClass
+	// Gateways are the Gateways of our classes.
+	Gateways []*Gateway
+	// HTTPRoutes are the routes with at least one parentRef to one of our Gateways.
+	HTTPRoutes []*HTTPRoute
+	// Clusters are the Service ports that attached routes reference, with their ready endpoints.
+	Clusters []*Cluster
+}
+
+// Build resolves the cluster state into a Graph. It never fails: a user's mistake becomes a
+// status condition on the object that holds it.
+func Build(cs *state.ClusterState, opts Options) *Graph {
+	b := newBuilder(cs, opts.withDefaults())
+	g := &Graph{ControllerName: b.opts.ControllerName}
+	g.GatewayClasses = b.buildGatewayClasses()
+	g.Gateways = b.buildGateways()
+	g.HTTPRoutes = b.buildHTTPRoutes()
+	for _, gw := range g.Gateways {
+		gw.finish()
+	}
+	g.Clusters = b.buildClusters()
+	return g
+}
+
+// builder carries the inputs and indexes shared by the build steps.
+type builder struct {
+	cs       *state.ClusterState
+	opts     Options
+	grants   refGrants
+	classes  map[string]*GatewayClass
+	gateways map[types.NamespacedName]*Gateway
+	slices   map[types.NamespacedName][]types.NamespacedName
+	clusters map[ClusterKey]bool
+	keyPairs map[types.NamespacedName]string
+}
+
+func newBuilder(cs *state.ClusterState, opts Options) *builder {
+	return &builder{
+		cs:       cs,
+		opts:     opts,
+		grants:   newRefGrants(cs.ReferenceGrants),
+		classes:  map[string]*GatewayClass{},
+		gateways: map[types.NamespacedName]*Gateway{},
+		slices:   indexEndpointSlices(cs),
+		clusters: map[ClusterKey]bool{},
+		keyPairs: map[types.NamespacedName]string{},
+	}
+}
+
+// sortedKeys returns the keys of a state map in namespace/name order.
+func sortedKeys[V any](m map[types.NamespacedName]V) []types.NamespacedName {
+	keys := make([]types.NamespacedName, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
+func compareKeys(a, b types.NamespacedName) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}

@@ -1,0 +1,115 @@
+package graph
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/internal/graph/conditions"
+	"coxswain.dev/coxswain/internal/state"
+)
+
+// HTTPRoute is an HTTPRoute with at least one parentRef to one of our Gateways.
+type HTTPRoute struct {
+	Source *gwapiv1.HTTPRoute
+	// Rules are the validated rules, with matches defaulted and references resolved.
+	Rules []*Rule
+	// Parents are the route's parentRefs that name our Gateways, in spec order.
+	Parents []*Parent
+	// invalid is the route-wide reason not to accept it (UnsupportedValue...), or nil.
+	invalid *metav1.Condition
+	// resolvedRefs is the route-wide ResolvedRefs condition.
+	resolvedRefs metav1.Condition
+}
+
+// Parent is one parentRef of a route to one of our Gateways, with its computed conditions.
+type Parent struct {
+	Ref        gwapiv1.ParentReference
+	Gateway    *Gateway
+	Accepted   bool
+	Conditions []metav1.Condition
+}
+
+// Rule is a validated route rule.
+type Rule struct {
+	Index int
+	// Matches has at least one entry; a missing path is defaulted to PathPrefix "/".
+	Matches  []gwapiv1.HTTPRouteMatch
+	Filters  []Filter
+	Backends []Backend
+	Timeouts Timeouts
+}
+
+// Filter is a supported rule filter; Mirror is set for a resolved RequestMirror.
+type Filter struct {
+	gwapiv1.HTTPRouteFilter
+	Mirror *Backend
+}
+
+// Timeouts are a rule's parsed timeouts; nil means not set, zero means disabled.
+type Timeouts struct {
+	Request        *metav1.Duration
+	BackendRequest *metav1.Duration
+}
+
+// Key returns the route's namespace/name.
+func (r *HTTPRoute) Key() types.NamespacedName {
+	return state.Key(r.Source)
+}
+
+func (b *builder) buildHTTPRoutes() []*HTTPRoute {
+	var out []*HTTPRoute
+	for _, key := range sortedKeys(b.cs.HTTPRoutes) {
+		src := b.cs.HTTPRoutes[key]
+		parents := b.ourParents(src)
+		if len(parents) == 0 {
+			continue
+		}
+		r := &HTTPRoute{Source: src, Parents: parents, resolvedRefs: conditions.NewRouteResolvedRefs()}
+		b.buildRules(r)
+		for _, p := range parents {
+			b.attach(r, p)
+			conditions.Stamp(p.Conditions, src.Generation)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// ourParents returns the parentRefs that name one of our Gateways, without duplicates.
+// References to other kinds or to Gateways we do not serve are left to their controllers.
+func (b *builder) ourParents(src *gwapiv1.HTTPRoute) []*Parent {
+	var out []*Parent
+	seen := map[string]bool{}
+	for _, ref := range src.Spec.ParentRefs {
+		if (ref.Group != nil && *ref.Group != gwapiv1.GroupName) || (ref.Kind != nil && *ref.Kind != kindGateway) {
+			continue
+		}
+		key := types.NamespacedName{Namespace: src.Namespace, Name: string(ref.Name)}
+		if ref.Namespace != nil {
+			key.Namespace = string(*ref.Namespace)
+		}
+		gw, ok := b.gateways[key]
+		id := parentID(key, ref)
+		if !ok || seen[id] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, &Parent{Ref: ref, Gateway: gw})
+	}
+	return out
+}
+
+func parentID(gw types.NamespacedName, ref gwapiv1.ParentReference) string {
+	var section gwapiv1.SectionName
+	var port gwapiv1.PortNumber
+	if ref.SectionName != nil {
+		section = *ref.SectionName
+	}
+	if ref.Port != nil {
+		port = *ref.Port
+	}
+	return fmt.Sprintf("%s/%s/%d", gw, section, port)
+}

@@ -1,0 +1,181 @@
+package graph
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/internal/graph/conditions"
+)
+
+const (
+	kindHTTPRoute = "HTTPRoute"
+	kindGateway   = "Gateway"
+	kindSecret    = "Secret"
+	kindService   = "Service"
+)
+
+// Listener is one listener of a Gateway.
+type Listener struct {
+	Gateway  *Gateway
+	Name     string
+	Port     int32
+	Protocol gwapiv1.ProtocolType
+	// Hostname is the listener hostname, empty for any host.
+	Hostname string
+	// Certificates are the TLS Secrets of an HTTPS listener, in certificateRefs order.
+	Certificates []*corev1.Secret
+	// SupportedKinds are the route kinds that may attach.
+	SupportedKinds []gwapiv1.RouteGroupKind
+	// Routes are the accepted routes attached to this listener, in namespace/name order.
+	Routes     []*Attachment
+	Conditions []metav1.Condition
+
+	source     gwapiv1.Listener
+	accepted   bool
+	programmed bool
+	namespaces namespaceFilter
+}
+
+// Attachment is a route attached to a listener with the hostnames it answers to there.
+type Attachment struct {
+	Route     *HTTPRoute
+	Hostnames []string
+}
+
+// Accepted reports whether the listener is valid and not conflicted.
+func (l *Listener) Accepted() bool { return l.accepted }
+
+// Programmed reports whether the listener serves traffic.
+func (l *Listener) Programmed() bool { return l.programmed }
+
+func (b *builder) buildListeners(gw *Gateway) []*Listener {
+	out := make([]*Listener, 0, len(gw.Source.Spec.Listeners))
+	for _, src := range gw.Source.Spec.Listeners {
+		out = append(out, b.newListener(gw, src))
+	}
+	markConflicts(out)
+	markOverlappingTLS(out)
+	return out
+}
+
+func (b *builder) newListener(gw *Gateway, src gwapiv1.Listener) *Listener {
+	l := &Listener{
+		Gateway: gw, Name: string(src.Name), Port: src.Port, Protocol: src.Protocol,
+		source: src, accepted: true, programmed: true,
+		Conditions: conditions.NewListenerDefaults(),
+	}
+	if src.Hostname != nil {
+		l.Hostname = string(*src.Hostname)
+	}
+	if src.Protocol != gwapiv1.HTTPProtocolType && src.Protocol != gwapiv1.HTTPSProtocolType {
+		l.reject(conditions.NewListenerUnsupportedProtocol(fmt.Sprintf("Protocol %s is not supported; use HTTP or HTTPS", src.Protocol)))
+		return l
+	}
+	l.resolveKinds()
+	b.resolveNamespaces(l)
+	if src.Protocol == gwapiv1.HTTPSProtocolType {
+		b.resolveTLS(gw, l)
+	}
+	return l
+}
+
+// reject marks the listener not accepted, hence not programmed.
+func (l *Listener) reject(c metav1.Condition) {
+	l.accepted, l.programmed = false, false
+	l.Conditions = conditions.Upsert(l.Conditions, c)
+	l.Conditions = conditions.Upsert(l.Conditions, conditions.NewListenerNotProgrammed(c.Message))
+}
+
+// unresolved records a reference problem: the listener stays accepted but is not programmed.
+func (l *Listener) unresolved(c metav1.Condition) {
+	l.programmed = false
+	l.Conditions = conditions.Upsert(l.Conditions, c)
+	l.Conditions = conditions.Upsert(l.Conditions, conditions.NewListenerNotProgrammed(c.Message))
+}
+
+func (l *Listener) resolveKinds() {
+	var kinds []gwapiv1.RouteGroupKind
+	if l.source.AllowedRoutes != nil {
+		kinds = l.source.AllowedRoutes.Kinds
+	}
+	if len(kinds) == 0 {
+		l.SupportedKinds = []gwapiv1.RouteGroupKind{httpRouteKind()}
+		return
+	}
+	var invalid []string
+	for _, k := range kinds {
+		if (k.Group == nil || *k.Group == gwapiv1.GroupName) && k.Kind == kindHTTPRoute {
+			l.SupportedKinds = append(l.SupportedKinds, httpRouteKind())
+			continue
+		}
+		invalid = append(invalid, string(k.Kind))
+	}
+	if len(invalid) > 0 {
+		l.Conditions = conditions.Upsert(l.Conditions, conditions.NewListenerInvalidRouteKinds(fmt.Sprintf("Unsupported route kinds %v", invalid)))
+	}
+	if len(l.SupportedKinds) == 0 {
+		l.unresolved(conditions.NewListenerInvalidRouteKinds(fmt.Sprintf("No supported route kind in %v", invalid)))
+	}
+}
+
+func httpRouteKind() gwapiv1.RouteGroupKind {
+	return gwapiv1.RouteGroupKind{Group: ptr(gwapiv1.Group(gwapiv1.GroupName)), Kind: kindHTTPRoute}
+}
+
+// finish stamps the conditions and turns Programmed off when the Gateway is not accepted.
+func (l *Listener) finish(gatewayAccepted bool) {
+	if !gatewayAccepted && l.programmed {
+		l.programmed = false
+		l.Conditions = conditions.Upsert(l.Conditions, conditions.NewListenerNotProgrammed("Gateway is not accepted"))
+	}
+	conditions.Stamp(l.Conditions, l.Gateway.Source.Generation)
+}
+
+// namespaceFilter is a listener's allowedRoutes.namespaces.
+type namespaceFilter struct {
+	from     gwapiv1.FromNamespaces
+	selector labels.Selector
+}
+
+func (b *builder) resolveNamespaces(l *Listener) {
+	l.namespaces.from = gwapiv1.NamespacesFromSame
+	ar := l.source.AllowedRoutes
+	if ar == nil || ar.Namespaces == nil || ar.Namespaces.From == nil {
+		return
+	}
+	l.namespaces.from = *ar.Namespaces.From
+	if l.namespaces.from != gwapiv1.NamespacesFromSelector {
+		return
+	}
+	sel := labels.Nothing()
+	var err error
+	if ar.Namespaces.Selector != nil {
+		sel, err = metav1.LabelSelectorAsSelector(ar.Namespaces.Selector)
+	}
+	if err != nil {
+		l.reject(conditions.NewListenerUnsupportedValue(fmt.Sprintf("Invalid allowedRoutes namespace selector: %v", err)))
+		sel = labels.Nothing()
+	}
+	l.namespaces.selector = sel
+}
+
+// allowsNamespace reports whether a route in namespace ns may attach to the listener.
+func (b *builder) allowsNamespace(l *Listener, ns string) bool {
+	switch l.namespaces.from {
+	case gwapiv1.NamespacesFromAll:
+		return true
+	case gwapiv1.NamespacesFromSelector:
+		var set labels.Set
+		if obj, ok := b.cs.Namespaces[nsKey(ns)]; ok {
+			set = obj.Labels
+		}
+		return l.namespaces.selector.Matches(set)
+	case gwapiv1.NamespacesFromSame:
+		return ns == l.Gateway.Source.Namespace
+	}
+	return false
+}

@@ -1,0 +1,147 @@
+package graph
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/internal/graph/conditions"
+)
+
+// buildRules validates every rule and resolves its references. The first unsupported value
+// makes the whole route invalid; the first unresolved reference sets its ResolvedRefs.
+func (b *builder) buildRules(r *HTTPRoute) {
+	for i, src := range r.Source.Spec.Rules {
+		if r.invalid == nil {
+			r.invalid = validateRule(i, src)
+		}
+		rule := &Rule{Index: i, Matches: defaultMatches(src.Matches)}
+		rule.Timeouts, _ = parseTimeouts(src.Timeouts)
+		rule.Filters = b.resolveFilters(r, src.Filters)
+		rule.Backends = b.resolveBackends(r, src.BackendRefs)
+		r.Rules = append(r.Rules, rule)
+	}
+}
+
+// defaultMatches applies the CRD defaults: one match, and path PathPrefix "/".
+func defaultMatches(in []gwapiv1.HTTPRouteMatch) []gwapiv1.HTTPRouteMatch {
+	if len(in) == 0 {
+		in = []gwapiv1.HTTPRouteMatch{{}}
+	}
+	out := make([]gwapiv1.HTTPRouteMatch, len(in))
+	for i, m := range in {
+		out[i] = m
+		path := gwapiv1.HTTPPathMatch{Type: ptr(gwapiv1.PathMatchPathPrefix), Value: ptr("/")}
+		if m.Path != nil {
+			if m.Path.Type != nil {
+				path.Type = m.Path.Type
+			}
+			if m.Path.Value != nil {
+				path.Value = m.Path.Value
+			}
+		}
+		out[i].Path = &path
+	}
+	return out
+}
+
+// validateRule returns the Accepted condition that rejects a rule, or nil.
+func validateRule(i int, rule gwapiv1.HTTPRouteRule) *metav1.Condition {
+	unsupported := func(format string, args ...any) *metav1.Condition {
+		return ptr(conditions.NewRouteUnsupportedValue(fmt.Sprintf("Rule %d: ", i) + fmt.Sprintf(format, args...)))
+	}
+	if rule.Retry != nil {
+		return unsupported("retry is not supported")
+	}
+	if rule.SessionPersistence != nil {
+		return unsupported("sessionPersistence is not supported")
+	}
+	for _, ref := range rule.BackendRefs {
+		if len(ref.Filters) > 0 {
+			return unsupported("backendRef filters are not supported")
+		}
+	}
+	if _, err := parseTimeouts(rule.Timeouts); err != nil {
+		return unsupported("%v", err)
+	}
+	if msg := validateMatches(rule.Matches); msg != "" {
+		return unsupported("%s", msg)
+	}
+	return validateFilters(i, rule)
+}
+
+func validateMatches(matches []gwapiv1.HTTPRouteMatch) string {
+	for _, m := range matches {
+		if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gwapiv1.PathMatchRegularExpression {
+			if msg := checkRegexp("path", deref(m.Path.Value)); msg != "" {
+				return msg
+			}
+		}
+		for _, h := range m.Headers {
+			if h.Type != nil && *h.Type == gwapiv1.HeaderMatchRegularExpression {
+				if msg := checkRegexp("header "+string(h.Name), h.Value); msg != "" {
+					return msg
+				}
+			}
+		}
+		for _, q := range m.QueryParams {
+			if q.Type != nil && *q.Type == gwapiv1.QueryParamMatchRegularExpression {
+				if msg := checkRegexp("query parameter "+string(q.Name), q.Value); msg != "" {
+					return msg
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// checkRegexp accepts the RE2 syntax that the proxy evaluates.
+func checkRegexp(what, expr string) string {
+	if _, err := regexp.Compile(expr); err != nil {
+		return fmt.Sprintf("invalid %s regular expression: %v", what, err)
+	}
+	return ""
+}
+
+// parseTimeouts parses the rule timeouts (GEP-2257 durations); backendRequest may not exceed a
+// non-zero request timeout.
+func parseTimeouts(t *gwapiv1.HTTPRouteTimeouts) (Timeouts, error) {
+	var out Timeouts
+	if t == nil {
+		return out, nil
+	}
+	var err error
+	if out.Request, err = parseDuration("request", t.Request); err != nil {
+		return Timeouts{}, err
+	}
+	if out.BackendRequest, err = parseDuration("backendRequest", t.BackendRequest); err != nil {
+		return Timeouts{}, err
+	}
+	if out.Request != nil && out.BackendRequest != nil && out.Request.Duration != 0 &&
+		(out.BackendRequest.Duration == 0 || out.BackendRequest.Duration > out.Request.Duration) {
+		return Timeouts{}, fmt.Errorf("backendRequest timeout %s exceeds request timeout %s", out.BackendRequest.Duration, out.Request.Duration)
+	}
+	return out, nil
+}
+
+func parseDuration(name string, d *gwapiv1.Duration) (*metav1.Duration, error) {
+	if d == nil {
+		return nil, nil
+	}
+	v, err := time.ParseDuration(string(*d))
+	if err != nil || v < 0 {
+		return nil, fmt.Errorf("invalid %s timeout %q", name, *d)
+	}
+	return &metav1.Duration{Duration: v}, nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

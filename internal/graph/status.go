@@ -1,0 +1,79 @@
+package graph
+
+import (
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Status is the status the graph computed for every object it owns, ready for a status writer
+// to compare with what is stored and write when it differs. Conditions carry ObservedGeneration
+// but no LastTransitionTime: the writer merges them (meta.SetStatusCondition) and stamps times.
+type Status struct {
+	GatewayClasses []GatewayClassStatus `json:"gatewayClasses,omitempty"`
+	Gateways       []GatewayStatus      `json:"gateways,omitempty"`
+	HTTPRoutes     []HTTPRouteStatus    `json:"httpRoutes,omitempty"`
+}
+
+// GatewayClassStatus is the computed status of one of our GatewayClasses.
+type GatewayClassStatus struct {
+	Name   string                     `json:"name"`
+	Status gwapiv1.GatewayClassStatus `json:"status"`
+}
+
+// GatewayStatus is the computed status of one of our Gateways. Status.Addresses is left to
+// whoever provisions the proxy Service.
+type GatewayStatus struct {
+	Namespace string                `json:"namespace"`
+	Name      string                `json:"name"`
+	Status    gwapiv1.GatewayStatus `json:"status"`
+}
+
+// HTTPRouteStatus holds the parent statuses we own for a route: one per parentRef naming one
+// of our Gateways. The writer replaces the entries whose controllerName is ours and keeps the
+// others.
+type HTTPRouteStatus struct {
+	Namespace string                      `json:"namespace"`
+	Name      string                      `json:"name"`
+	Parents   []gwapiv1.RouteParentStatus `json:"parents"`
+}
+
+// Status collects the computed status of every object in the graph.
+func (g *Graph) Status() Status {
+	var out Status
+	for _, gc := range g.GatewayClasses {
+		out.GatewayClasses = append(out.GatewayClasses, GatewayClassStatus{
+			Name:   gc.Source.Name,
+			Status: gwapiv1.GatewayClassStatus{Conditions: gc.Conditions, SupportedFeatures: SupportedFeatures()},
+		})
+	}
+	for _, gw := range g.Gateways {
+		out.Gateways = append(out.Gateways, gw.status())
+	}
+	for _, r := range g.HTTPRoutes {
+		out.HTTPRoutes = append(out.HTTPRoutes, r.status(g.ControllerName))
+	}
+	return out
+}
+
+func (gw *Gateway) status() GatewayStatus {
+	st := GatewayStatus{Namespace: gw.Source.Namespace, Name: gw.Source.Name}
+	st.Status.Conditions = gw.Conditions
+	for _, l := range gw.Listeners {
+		st.Status.Listeners = append(st.Status.Listeners, gwapiv1.ListenerStatus{
+			Name:           gwapiv1.SectionName(l.Name),
+			SupportedKinds: l.SupportedKinds,
+			AttachedRoutes: l.AttachedRoutes(),
+			Conditions:     l.Conditions,
+		})
+	}
+	return st
+}
+
+func (r *HTTPRoute) status(controllerName gwapiv1.GatewayController) HTTPRouteStatus {
+	st := HTTPRouteStatus{Namespace: r.Source.Namespace, Name: r.Source.Name}
+	for _, p := range r.Parents {
+		st.Parents = append(st.Parents, gwapiv1.RouteParentStatus{
+			ParentRef: p.Ref, ControllerName: controllerName, Conditions: p.Conditions,
+		})
+	}
+	return st
+}

@@ -1,0 +1,81 @@
+package graph
+
+import (
+	"crypto/tls"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/internal/graph/conditions"
+)
+
+// resolveTLS checks an HTTPS listener's TLS settings and resolves its certificateRefs. Any
+// unusable reference leaves the listener accepted but not programmed.
+func (b *builder) resolveTLS(gw *Gateway, l *Listener) {
+	cfg := l.source.TLS
+	if cfg == nil || (cfg.Mode != nil && *cfg.Mode != gwapiv1.TLSModeTerminate) {
+		l.reject(conditions.NewListenerUnsupportedValue("HTTPS listeners need tls.mode Terminate"))
+		return
+	}
+	if len(cfg.CertificateRefs) == 0 {
+		l.unresolved(conditions.NewListenerInvalidCertificateRef("HTTPS listeners need at least one certificateRef"))
+		return
+	}
+	for _, ref := range cfg.CertificateRefs {
+		secret, problem := b.resolveCertificate(gw.Source.Namespace, ref)
+		if problem != nil {
+			l.unresolved(*problem)
+			l.Certificates = nil
+			return
+		}
+		l.Certificates = append(l.Certificates, secret)
+	}
+}
+
+func (b *builder) resolveCertificate(gwNamespace string, ref gwapiv1.SecretObjectReference) (*corev1.Secret, *metav1.Condition) {
+	group, kind := "", kindSecret
+	if ref.Group != nil {
+		group = string(*ref.Group)
+	}
+	if ref.Kind != nil {
+		kind = string(*ref.Kind)
+	}
+	key := types.NamespacedName{Namespace: gwNamespace, Name: string(ref.Name)}
+	if ref.Namespace != nil {
+		key.Namespace = string(*ref.Namespace)
+	}
+	if group != "" || kind != kindSecret {
+		return nil, ptr(conditions.NewListenerInvalidCertificateRef(fmt.Sprintf("Certificate ref %s/%s %s is not a Secret", group, kind, key)))
+	}
+	from := reference{group: gwapiv1.GroupName, kind: kindGateway, namespace: gwNamespace}
+	to := reference{kind: kindSecret, namespace: key.Namespace, name: key.Name}
+	if !b.grants.allows(from, to) {
+		return nil, ptr(conditions.NewListenerRefNotPermitted(fmt.Sprintf("Secret %s is in another namespace and no ReferenceGrant allows it", key)))
+	}
+	secret, ok := b.cs.Secrets[key]
+	if !ok {
+		return nil, ptr(conditions.NewListenerInvalidCertificateRef(fmt.Sprintf("Secret %s not found", key)))
+	}
+	if msg := b.checkKeyPair(key, secret); msg != "" {
+		return nil, ptr(conditions.NewListenerInvalidCertificateRef(msg))
+	}
+	return secret, nil
+}
+
+// checkKeyPair validates a TLS Secret once per build and remembers the verdict.
+func (b *builder) checkKeyPair(key types.NamespacedName, s *corev1.Secret) string {
+	if msg, seen := b.keyPairs[key]; seen {
+		return msg
+	}
+	msg := ""
+	if s.Type != corev1.SecretTypeTLS {
+		msg = fmt.Sprintf("Secret %s has type %q, not %s", key, s.Type, corev1.SecretTypeTLS)
+	} else if _, err := tls.X509KeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]); err != nil {
+		msg = fmt.Sprintf("Secret %s does not hold a valid certificate and key: %v", key, err)
+	}
+	b.keyPairs[key] = msg
+	return msg
+}

@@ -1,0 +1,99 @@
+package snapshot
+
+import (
+	"fmt"
+	"strings"
+
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/internal/graph"
+)
+
+// compileAttachment appends one entry per (hostname, rule, match) of an attached route.
+func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment, l *graph.Listener) []entry {
+	key := att.Route.Key()
+	created := att.Route.Source.CreationTimestamp.Time
+	for _, rule := range att.Route.Rules {
+		action := sb.compileAction(rule, l)
+		for mi, m := range rule.Matches {
+			match := compileMatch(m)
+			for _, host := range att.Hostnames {
+				r := action
+				r.Name = fmt.Sprintf("%s/%d/%d", key, rule.Index, mi)
+				r.Hostname = host
+				r.Match = match
+				entries = append(entries, entry{
+					route: &r, created: created, routeKey: key.String(), rule: rule.Index, match: mi,
+				})
+			}
+		}
+	}
+	return entries
+}
+
+// compileAction compiles what a rule does: filters, weighted backends and timeouts.
+func (sb *scopeBuilder) compileAction(rule *graph.Rule, l *graph.Listener) Route {
+	var r Route
+	redirect := false
+	for _, f := range rule.Filters {
+		if out, ok := sb.compileFilter(f, l); ok {
+			r.Filters = append(r.Filters, out)
+			redirect = redirect || out.Redirect != nil
+		}
+	}
+	for _, b := range rule.Backends {
+		if b.Weight <= 0 {
+			continue
+		}
+		if !b.Valid {
+			r.Backends = append(r.Backends, Backend{Weight: b.Weight, ErrorStatus: 500})
+			continue
+		}
+		r.Backends = append(r.Backends, Backend{Cluster: sb.useCluster(b.Cluster), Weight: b.Weight})
+	}
+	if len(r.Backends) == 0 && !redirect {
+		r.DirectStatus = 500
+	}
+	if t := rule.Timeouts; t.Request != nil || t.BackendRequest != nil {
+		r.Timeouts = &Timeouts{Request: t.Request, BackendRequest: t.BackendRequest}
+	}
+	return r
+}
+
+func (sb *scopeBuilder) useCluster(k graph.ClusterKey) string {
+	name := k.String()
+	sb.clusters[name] = true
+	return name
+}
+
+func compileMatch(m gwapiv1.HTTPRouteMatch) Match {
+	out := Match{Path: PathMatch{Type: string(*m.Path.Type), Value: *m.Path.Value}}
+	if m.Method != nil {
+		out.Method = string(*m.Method)
+	}
+	seen := map[string]bool{}
+	for _, h := range m.Headers {
+		name := strings.ToLower(string(h.Name))
+		if !seen[name] {
+			seen[name] = true
+			out.Headers = append(out.Headers, ValueMatch{Type: matchType(h.Type), Name: name, Value: h.Value})
+		}
+	}
+	seen = map[string]bool{}
+	for _, q := range m.QueryParams {
+		name := string(q.Name)
+		if !seen[name] {
+			seen[name] = true
+			out.QueryParams = append(out.QueryParams, ValueMatch{Type: matchType(q.Type), Name: name, Value: q.Value})
+		}
+	}
+	return out
+}
+
+// matchType returns a header or query match type, Exact by default.
+func matchType[T ~string](t *T) string {
+	if t == nil {
+		return MatchExact
+	}
+	return string(*t)
+}

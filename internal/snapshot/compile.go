@@ -1,0 +1,157 @@
+package snapshot
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/internal/graph"
+)
+
+// Compile turns the graph into one Snapshot per scope, sorted by scope: one per accepted
+// dedicated Gateway, and the shared pool, which is always present (possibly empty) so shared
+// proxies always have a snapshot to serve.
+func Compile(g *graph.Graph) []*Snapshot {
+	c := &compiler{scopes: map[Scope]*scopeBuilder{}}
+	c.scope(SharedPool())
+	for _, gw := range g.Gateways {
+		if gw.Accepted {
+			c.compileGateway(gw)
+		}
+	}
+	return c.finish(g.Clusters)
+}
+
+type compiler struct {
+	scopes map[Scope]*scopeBuilder
+}
+
+// scopeBuilder gathers a scope's listeners and what they reference.
+type scopeBuilder struct {
+	snap     *Snapshot
+	secrets  map[string]*corev1.Secret
+	clusters map[string]bool
+}
+
+func (c *compiler) scope(s Scope) *scopeBuilder {
+	sb, ok := c.scopes[s]
+	if !ok {
+		sb = &scopeBuilder{snap: &Snapshot{Scope: s}, secrets: map[string]*corev1.Secret{}, clusters: map[string]bool{}}
+		c.scopes[s] = sb
+	}
+	return sb
+}
+
+// ScopeOf returns the scope that serves a Gateway.
+func ScopeOf(gw *graph.Gateway) Scope {
+	if !gw.Dedicated {
+		return SharedPool()
+	}
+	return Scope{Kind: ScopeGateway, Namespace: gw.Source.Namespace, Name: gw.Source.Name, ProxyName: gw.ProxyName}
+}
+
+func (c *compiler) compileGateway(gw *graph.Gateway) {
+	sb := c.scope(ScopeOf(gw))
+	byPort := map[int32][]*graph.Listener{}
+	for _, l := range gw.Listeners {
+		if l.Programmed() {
+			byPort[l.Port] = append(byPort[l.Port], l)
+		}
+	}
+	for _, port := range sortedPorts(byPort) {
+		sb.snap.Listeners = append(sb.snap.Listeners, sb.compileListener(gw, port, byPort[port]))
+	}
+}
+
+func sortedPorts(m map[int32][]*graph.Listener) []int32 {
+	ports := make([]int32, 0, len(m))
+	for p := range m {
+		ports = append(ports, p)
+	}
+	slices.Sort(ports)
+	return ports
+}
+
+func (sb *scopeBuilder) compileListener(gw *graph.Gateway, port int32, ls []*graph.Listener) *Listener {
+	key := gw.Key()
+	out := &Listener{
+		Name:     fmt.Sprintf("%s/%s/%d", key.Namespace, key.Name, port),
+		Gateway:  key.String(),
+		Port:     port,
+		Protocol: string(ls[0].Protocol),
+	}
+	for _, l := range ls {
+		out.VirtualHosts = append(out.VirtualHosts, sb.compileVirtualHost(l))
+	}
+	slices.SortFunc(out.VirtualHosts, func(a, b *VirtualHost) int {
+		return cmp.Or(graph.CompareHostnameSpecificity(a.Hostname, b.Hostname), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+func (sb *scopeBuilder) compileVirtualHost(l *graph.Listener) *VirtualHost {
+	vh := &VirtualHost{Name: l.Name, Hostname: l.Hostname}
+	for _, s := range l.Certificates {
+		name := s.Namespace + "/" + s.Name
+		vh.Certificates = append(vh.Certificates, name)
+		sb.secrets[name] = s
+	}
+	var entries []entry
+	for _, att := range l.Routes {
+		entries = sb.compileAttachment(entries, att, l)
+	}
+	slices.SortFunc(entries, comparePrecedence)
+	vh.Routes = make([]*Route, len(entries))
+	for i := range entries {
+		vh.Routes[i] = entries[i].route
+	}
+	return vh
+}
+
+// finish sorts the scopes and fills each with the secrets and clusters it references.
+func (c *compiler) finish(clusters []*graph.Cluster) []*Snapshot {
+	out := make([]*Snapshot, 0, len(c.scopes))
+	for _, sb := range c.scopes {
+		sb.fillSecrets()
+		sb.fillClusters(clusters)
+		out = append(out, sb.snap)
+	}
+	slices.SortFunc(out, func(a, b *Snapshot) int { return cmp.Compare(a.Scope.String(), b.Scope.String()) })
+	return out
+}
+
+// fillSecrets copies the key material of the listeners this scope serves, and no other.
+func (sb *scopeBuilder) fillSecrets() {
+	for name, s := range sb.secrets {
+		sb.snap.Secrets = append(sb.snap.Secrets, &Secret{
+			Name:             name,
+			CertificateChain: string(s.Data[corev1.TLSCertKey]),
+			PrivateKey:       SecretBytes(slices.Clone(s.Data[corev1.TLSPrivateKeyKey])),
+		})
+	}
+	slices.SortFunc(sb.snap.Secrets, func(a, b *Secret) int { return cmp.Compare(a.Name, b.Name) })
+}
+
+func (sb *scopeBuilder) fillClusters(all []*graph.Cluster) {
+	for _, gc := range all {
+		name := gc.Key.String()
+		if !sb.clusters[name] {
+			continue
+		}
+		cl := &Cluster{Name: name}
+		for _, ep := range gc.Endpoints {
+			cl.Endpoints = append(cl.Endpoints, Endpoint{Address: ep.Address, Port: ep.Port})
+		}
+		sb.snap.Clusters = append(sb.snap.Clusters, cl)
+	}
+}
+
+func listenerScheme(p gwapiv1.ProtocolType) string {
+	if p == gwapiv1.HTTPSProtocolType {
+		return "https"
+	}
+	return "http"
+}

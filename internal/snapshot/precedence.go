@@ -1,0 +1,70 @@
+package snapshot
+
+import (
+	"cmp"
+	"strings"
+	"time"
+
+	"coxswain.dev/coxswain/internal/graph"
+)
+
+// entry is a compiled route with the keys that order it among the routes of a virtual host.
+type entry struct {
+	route    *Route
+	created  time.Time
+	routeKey string
+	rule     int
+	match    int
+}
+
+// comparePrecedence orders routes so that the first one matching a request is the one the
+// Gateway API spec gives precedence to:
+//
+//  1. the longest matching non-wildcard hostname, then the longest hostname;
+//  2. Exact path, then RegularExpression path (implementation-specific; longer pattern first),
+//     then PathPrefix with the most characters;
+//  3. a method match;
+//  4. the most header matches, then the most query parameter matches;
+//  5. the oldest route, then the route first in namespace/name order;
+//  6. within a route, the first rule, then the first match.
+func comparePrecedence(a, b entry) int {
+	ma, mb := &a.route.Match, &b.route.Match
+	return cmp.Or(
+		cmp.Compare(exactHostLen(b.route.Hostname), exactHostLen(a.route.Hostname)),
+		cmp.Compare(len(b.route.Hostname), len(a.route.Hostname)),
+		cmp.Compare(pathRank(mb.Path.Type), pathRank(ma.Path.Type)),
+		cmp.Compare(len(mb.Path.Value), len(ma.Path.Value)),
+		cmp.Compare(boolRank(mb.Method != ""), boolRank(ma.Method != "")),
+		cmp.Compare(len(mb.Headers), len(ma.Headers)),
+		cmp.Compare(len(mb.QueryParams), len(ma.QueryParams)),
+		a.created.Compare(b.created),
+		strings.Compare(a.routeKey, b.routeKey),
+		cmp.Compare(a.rule, b.rule),
+		cmp.Compare(a.match, b.match),
+		strings.Compare(a.route.Hostname, b.route.Hostname),
+	)
+}
+
+func exactHostLen(h string) int {
+	if graph.IsWildcard(h) {
+		return 0
+	}
+	return len(h)
+}
+
+func pathRank(t string) int {
+	switch t {
+	case MatchExact:
+		return 2
+	case MatchRegularExpression:
+		return 1
+	}
+	return 0
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

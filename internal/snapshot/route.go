@@ -1,0 +1,130 @@
+package snapshot
+
+// Route is one (hostname, match) pair of an HTTPRoute rule with the rule's action.
+type Route struct {
+	// Name is "<namespace>/<route>/<rule index>/<match index>".
+	Name string `json:"name"`
+	// Hostname is the route hostname intersected with the listener's; same syntax as
+	// VirtualHost.Hostname.
+	Hostname string `json:"hostname,omitempty"`
+	Match    Match  `json:"match"`
+	// Filters apply in order.
+	Filters []Filter `json:"filters,omitempty"`
+	// Backends split the requests by weight (a request goes to backend i with probability
+	// weight_i / sum of weights).
+	Backends []Backend `json:"backends,omitempty"`
+	// DirectStatus, when set, answers every request with this status and no body: a rule with
+	// nothing to forward to (no backendRefs, or all weights zero) gets 500.
+	DirectStatus int32     `json:"directStatus,omitempty"`
+	Timeouts     *Timeouts `json:"timeouts,omitempty"`
+}
+
+// Match holds the conditions a request must meet, all of them.
+type Match struct {
+	Path PathMatch `json:"path"`
+	// Method, when set, must equal the request method.
+	Method string `json:"method,omitempty"`
+	// Headers have lower-case names (compare names case-insensitively), one entry per name.
+	Headers []ValueMatch `json:"headers,omitempty"`
+	// QueryParams compare names exactly, one entry per name.
+	QueryParams []ValueMatch `json:"queryParams,omitempty"`
+}
+
+// Match types. Regular expressions use RE2 syntax and must match the whole value.
+const (
+	MatchExact             = "Exact"
+	MatchPathPrefix        = "PathPrefix"
+	MatchRegularExpression = "RegularExpression"
+)
+
+// PathMatch matches the request path. PathPrefix matches whole path elements: "/foo" matches
+// "/foo" and "/foo/bar", not "/foobar"; a trailing slash in the value is ignored.
+type PathMatch struct {
+	Type  string `json:"type"`
+	Value string `json:"value"`
+}
+
+// ValueMatch matches a header or query parameter value.
+type ValueMatch struct {
+	Type  string `json:"type"`
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Filter is one filter; exactly one field besides Type is set.
+type Filter struct {
+	Type            string          `json:"type"`
+	RequestHeaders  *HeaderModifier `json:"requestHeaders,omitempty"`
+	ResponseHeaders *HeaderModifier `json:"responseHeaders,omitempty"`
+	Redirect        *Redirect       `json:"redirect,omitempty"`
+	Rewrite         *Rewrite        `json:"rewrite,omitempty"`
+	Mirror          *Mirror         `json:"mirror,omitempty"`
+}
+
+// Filter types.
+const (
+	FilterRequestHeaders  = "RequestHeaderModifier"
+	FilterResponseHeaders = "ResponseHeaderModifier"
+	FilterRedirect        = "RequestRedirect"
+	FilterRewrite         = "URLRewrite"
+	FilterMirror          = "RequestMirror"
+)
+
+// HeaderModifier sets (replaces), adds (appends) and removes headers, in that order.
+type HeaderModifier struct {
+	Set    []Header `json:"set,omitempty"`
+	Add    []Header `json:"add,omitempty"`
+	Remove []string `json:"remove,omitempty"`
+}
+
+// Header is a header name and value.
+type Header struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Redirect answers with a redirect. Scheme and Port are always resolved; the Location header
+// omits the port when it is the scheme's default (80 for http, 443 for https). An empty
+// Hostname keeps the request's host; a nil Path keeps the request's path.
+type Redirect struct {
+	Scheme     string        `json:"scheme"`
+	Hostname   string        `json:"hostname,omitempty"`
+	Port       int32         `json:"port"`
+	Path       *PathModifier `json:"path,omitempty"`
+	StatusCode int32         `json:"statusCode"`
+}
+
+// Rewrite rewrites the request before forwarding. An empty Hostname keeps the Host header.
+type Rewrite struct {
+	Hostname string        `json:"hostname,omitempty"`
+	Path     *PathModifier `json:"path,omitempty"`
+}
+
+// Path modifier types.
+const (
+	PathReplaceFull   = "ReplaceFullPath"
+	PathReplacePrefix = "ReplacePrefixMatch"
+)
+
+// PathModifier replaces the whole path, or the prefix the route's PathPrefix match matched.
+type PathModifier struct {
+	Type  string `json:"type"`
+	Value string `json:"value"`
+}
+
+// Mirror sends a copy of Numerator out of Denominator requests to a cluster, ignoring replies.
+type Mirror struct {
+	Cluster     string `json:"cluster"`
+	Numerator   int32  `json:"numerator"`
+	Denominator int32  `json:"denominator"`
+}
+
+// Backend is one weighted destination of a route.
+type Backend struct {
+	// Cluster names the destination; empty when ErrorStatus is set.
+	Cluster string `json:"cluster,omitempty"`
+	Weight  int32  `json:"weight"`
+	// ErrorStatus, when set, answers this backend's share of requests with that status: an
+	// unresolved backendRef gets 500.
+	ErrorStatus int32 `json:"errorStatus,omitempty"`
+}

@@ -1,0 +1,48 @@
+package state
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// ClusterState is a point-in-time view of every object the translation pipeline reads. Maps are
+// keyed by namespace/name; cluster-scoped objects (GatewayClass, Namespace) use an empty
+// namespace. The pipeline never mutates the objects it is given.
+type ClusterState struct {
+	GatewayClasses  map[types.NamespacedName]*gwapiv1.GatewayClass
+	Gateways        map[types.NamespacedName]*gwapiv1.Gateway
+	HTTPRoutes      map[types.NamespacedName]*gwapiv1.HTTPRoute
+	ReferenceGrants map[types.NamespacedName]*gwapiv1.ReferenceGrant
+	Services        map[types.NamespacedName]*corev1.Service
+	EndpointSlices  map[types.NamespacedName]*discoveryv1.EndpointSlice
+	// Secrets holds the Secrets a listener may reference; only kubernetes.io/tls ones are used.
+	Secrets    map[types.NamespacedName]*corev1.Secret
+	Namespaces map[types.NamespacedName]*corev1.Namespace
+	// GatewayParameters records which CoxswainGatewayParameters objects exist. Only presence
+	// matters to the pipeline (it decides dedicated versus shared scope), so metadata is enough
+	// and a metadata-only watch can fill it.
+	GatewayParameters map[types.NamespacedName]*metav1.PartialObjectMetadata
+}
+
+// New returns an empty ClusterState with every map allocated.
+func New() *ClusterState {
+	return &ClusterState{
+		GatewayClasses:    map[types.NamespacedName]*gwapiv1.GatewayClass{},
+		Gateways:          map[types.NamespacedName]*gwapiv1.Gateway{},
+		HTTPRoutes:        map[types.NamespacedName]*gwapiv1.HTTPRoute{},
+		ReferenceGrants:   map[types.NamespacedName]*gwapiv1.ReferenceGrant{},
+		Services:          map[types.NamespacedName]*corev1.Service{},
+		EndpointSlices:    map[types.NamespacedName]*discoveryv1.EndpointSlice{},
+		Secrets:           map[types.NamespacedName]*corev1.Secret{},
+		Namespaces:        map[types.NamespacedName]*corev1.Namespace{},
+		GatewayParameters: map[types.NamespacedName]*metav1.PartialObjectMetadata{},
+	}
+}
+
+// Key returns the map key of an object.
+func Key(obj metav1.Object) types.NamespacedName {
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
