@@ -1,0 +1,39 @@
+package bootstrap
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric label values of the result label.
+const (
+	resultIssued   = "issued"
+	resultRejected = "rejected"
+	reasonNone     = "none"
+)
+
+type metrics struct {
+	total *prometheus.CounterVec
+}
+
+// newMetrics creates the bootstrap metrics and registers them with reg when it is not nil.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coxswain_discovery_bootstrap_total",
+			Help: "Bootstrap requests by result (issued, rejected) and rejection reason.",
+		}, []string{"result", "reason"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	if err := reg.Register(m.total); err != nil {
+		return nil, fmt.Errorf("register bootstrap metrics: %w", err)
+	}
+	return m, nil
+}
+
+func (m *metrics) issued() { m.total.WithLabelValues(resultIssued, reasonNone).Inc() }
+
+func (m *metrics) rejected(r Reason) { m.total.WithLabelValues(resultRejected, string(r)).Inc() }
