@@ -14,8 +14,9 @@ import (
 )
 
 const (
-	// MinCALifetime and MaxCALifetime bound the lifetime NewCA accepts.
+	// MinCALifetime is the shortest lifetime NewCA accepts.
 	MinCALifetime = time.Hour
+	// MaxCALifetime is the longest lifetime NewCA accepts.
 	MaxCALifetime = 10 * 365 * 24 * time.Hour
 
 	caCommonName   = "coxswain discovery CA"

@@ -10,8 +10,9 @@ import (
 )
 
 const (
-	// MinRSABits and MaxRSABits bound the RSA modulus of a CSR or CA key.
+	// MinRSABits is the smallest RSA modulus of a CSR or CA key.
 	MinRSABits = 2048
+	// MaxRSABits is the largest RSA modulus of a CSR or CA key.
 	MaxRSABits = 8192
 )
 

@@ -4,7 +4,6 @@ import (
 	"crypto"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 )
 
@@ -80,7 +79,7 @@ func parsePKCS8(der []byte) (crypto.Signer, error) {
 	}
 	signer, ok := key.(crypto.Signer)
 	if !ok {
-		return nil, errors.Join(ErrUnsupportedKey, fmt.Errorf("PKCS#8 key of type %T cannot sign", key))
+		return nil, fmt.Errorf("%w: PKCS#8 key of type %T cannot sign", ErrUnsupportedKey, key)
 	}
 	return signer, nil
 }

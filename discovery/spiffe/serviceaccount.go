@@ -79,12 +79,15 @@ func isDNSLabel(s string) bool {
 		return false
 	}
 	for i := range len(s) {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+		if !isLabelChar(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func isLabelChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-'
 }
 
 // isDNSSubdomain reports whether s is an RFC 1123 subdomain: dot-separated labels, at most 253 long.

@@ -40,7 +40,7 @@ func TestBootstrap(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := startServer(t, tlsconfig.BootstrapServer(static(tt.cert)))
-			clientErr, res := srv.dial(t, tt.client)
+			res, clientErr := srv.dial(t, tt.client)
 			if tt.wantOK {
 				if clientErr != nil || res.err != nil {
 					t.Fatalf("handshake: client %v, server %v", clientErr, res.err)
@@ -65,6 +65,6 @@ func TestBootstrapServerRefusesTLS12(t *testing.T) {
 	srv := startServer(t, tlsconfig.BootstrapServer(static(pkitest.SVID(t, ca, controllerID, pkitest.DNSNames(serverName)))))
 	client := tlsconfig.BootstrapClient(roots(ca), serverName)
 	client.MinVersion, client.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
-	clientErr, res := srv.dial(t, client)
+	res, clientErr := srv.dial(t, client)
 	wantRefused(t, res.err, clientErr, nil)
 }

@@ -54,7 +54,7 @@ func startServer(t *testing.T, cfg *tls.Config) *server {
 // serve runs the server side of one connection: handshake, then a one-byte greeting so that a
 // client whose certificate the server refuses sees the failure.
 func serve(conn net.Conn, cfg *tls.Config) serverResult {
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	tconn := tls.Server(conn, cfg)
 	if err := tconn.Handshake(); err != nil {
@@ -64,14 +64,14 @@ func serve(conn net.Conn, cfg *tls.Config) serverResult {
 	return serverResult{err: err, state: tconn.ConnectionState()}
 }
 
-// dial connects with cfg and returns the client's error and the server's result.
-func (s *server) dial(t *testing.T, cfg *tls.Config) (clientErr error, res serverResult) {
+// dial connects with cfg and returns the server's result and the client's error.
+func (s *server) dial(t *testing.T, cfg *tls.Config) (res serverResult, clientErr error) {
 	t.Helper()
 	conn, err := net.Dial("tcp", s.ln.Addr().String())
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	tconn := tls.Client(conn, cfg)
 	clientErr = tconn.Handshake()
@@ -86,7 +86,7 @@ func (s *server) dial(t *testing.T, cfg *tls.Config) (clientErr error, res serve
 	case <-time.After(10 * time.Second):
 		t.Fatal("no server result")
 	}
-	return clientErr, res
+	return res, clientErr
 }
 
 // wantRefused fails unless the handshake failed on both ends with target somewhere in the

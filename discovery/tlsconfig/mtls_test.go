@@ -67,7 +67,7 @@ func TestMTLSServerRefusesBadClients(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clientCfg := tlsconfig.MTLSClient(tt.cert, roots(ca), td, tlsconfig.AuthorizeAny())
-			clientErr, res := srv.dial(t, clientCfg)
+			res, clientErr := srv.dial(t, clientCfg)
 			wantRefused(t, res.err, clientErr, tt.wantErr)
 			if tt.wantAs != nil && !errors.As(res.err, tt.wantAs) {
 				t.Fatalf("refused with %v, want %T", res.err, tt.wantAs)
@@ -77,7 +77,7 @@ func TestMTLSServerRefusesBadClients(t *testing.T) {
 
 	t.Run("a valid SVID is accepted and its ID is readable", func(t *testing.T) {
 		clientCfg := tlsconfig.MTLSClient(static(pkitest.SignedSVID(t, ca, proxyID)), roots(ca), td, tlsconfig.AuthorizeID(spiffeid.RequireFromString(controllerID)))
-		clientErr, res := srv.dial(t, clientCfg)
+		res, clientErr := srv.dial(t, clientCfg)
 		if clientErr != nil || res.err != nil {
 			t.Fatalf("handshake: client %v, server %v", clientErr, res.err)
 		}
@@ -99,10 +99,10 @@ func TestMTLSServerAuthorizer(t *testing.T) {
 	srv := startServer(t, tlsconfig.MTLSServer(static(pkitest.SVID(t, ca, controllerID)), roots(ca), td, only))
 
 	other := static(pkitest.SVID(t, ca, "spiffe://cluster.local/ns/prod/sa/other"))
-	clientErr, res := srv.dial(t, tlsconfig.MTLSClient(other, roots(ca), td, tlsconfig.AuthorizeAny()))
+	res, clientErr := srv.dial(t, tlsconfig.MTLSClient(other, roots(ca), td, tlsconfig.AuthorizeAny()))
 	wantRefused(t, res.err, clientErr, tlsconfig.ErrUnauthorized)
 
-	clientErr, res = srv.dial(t, tlsconfig.MTLSClient(static(pkitest.SVID(t, ca, proxyID)), roots(ca), td, tlsconfig.AuthorizeAny()))
+	res, clientErr = srv.dial(t, tlsconfig.MTLSClient(static(pkitest.SVID(t, ca, proxyID)), roots(ca), td, tlsconfig.AuthorizeAny()))
 	if clientErr != nil || res.err != nil {
 		t.Fatalf("allowed peer: client %v, server %v", clientErr, res.err)
 	}
@@ -130,7 +130,7 @@ func TestMTLSClientRefusesBadServers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := startServer(t, tlsconfig.MTLSServer(static(tt.cert), roots(ca), td, tlsconfig.AuthorizeAny()))
-			clientErr, res := srv.dial(t, tlsconfig.MTLSClient(static(pkitest.SVID(t, ca, proxyID)), roots(ca), td, want))
+			res, clientErr := srv.dial(t, tlsconfig.MTLSClient(static(pkitest.SVID(t, ca, proxyID)), roots(ca), td, want))
 			wantRefused(t, clientErr, res.err, tt.wantErr)
 		})
 	}
@@ -143,10 +143,10 @@ func TestEmptySourcesFailClosed(t *testing.T) {
 	client := tlsconfig.MTLSClient(static(pkitest.SVID(t, ca, proxyID)), roots(ca), td, tlsconfig.AuthorizeAny())
 
 	srv := startServer(t, tlsconfig.MTLSServer(&tlsconfig.RotatingCertificate{}, roots(ca), td, tlsconfig.AuthorizeAny()))
-	clientErr, res := srv.dial(t, client)
+	res, clientErr := srv.dial(t, client)
 	wantRefused(t, res.err, clientErr, tlsconfig.ErrNoCertificate)
 
 	srv = startServer(t, tlsconfig.MTLSServer(static(pkitest.SVID(t, ca, controllerID)), &tlsconfig.RotatingBundle{}, td, tlsconfig.AuthorizeAny()))
-	clientErr, res = srv.dial(t, client)
+	res, clientErr = srv.dial(t, client)
 	wantRefused(t, res.err, clientErr, tlsconfig.ErrNoBundle)
 }

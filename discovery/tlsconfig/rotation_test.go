@@ -24,7 +24,7 @@ func TestRotationWithoutRestart(t *testing.T) {
 
 	step := func(name string, wantOK bool) {
 		t.Helper()
-		clientErr, res := srv.dial(t, client)
+		res, clientErr := srv.dial(t, client)
 		ok := clientErr == nil && res.err == nil
 		if ok != wantOK {
 			t.Fatalf("%s: accepted = %v, want %v (client %v, server %v)", name, ok, wantOK, clientErr, res.err)

@@ -48,7 +48,7 @@ func NewKey(t testing.TB, kt KeyType) crypto.Signer {
 	case Ed25519:
 		_, key, err = ed25519.GenerateKey(rand.Reader)
 	case RSA1024:
-		key, err = rsa.GenerateKey(rand.Reader, 1024)
+		key, err = rsa.GenerateKey(rand.Reader, 1024) //nolint:gosec // a weak key on purpose, for rejection tests
 	case RSA2048:
 		key, err = rsa.GenerateKey(rand.Reader, 2048)
 	case RSA4096:
