@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the real control plane used by the tests and by `make run` (etcd, kube-apiserver and
-# kube-controller-manager) from the Go module proxy at pinned versions, caches the binaries outside
+# Builds the real control plane used by the tests and by `make run` (etcd, kube-apiserver,
+# kube-controller-manager and kubectl) from the Go module proxy at pinned versions, caches the binaries outside
 # the clone (keyed by version) and links them into bin/k8s/.
 #
 #   hack/k8s-assets.sh            # build if needed, then link; prints the asset directory
@@ -10,10 +10,12 @@ set -euo pipefail
 
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+# RECIPE changes whenever what this script builds changes, so a stale cache is never reused.
+RECIPE=2
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache_base="${COXSWAIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/coxswain}"
-cache="${cache_base}/k8s/kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}"
+cache="${cache_base}/k8s/kube-${KUBE_VERSION}-etcd-${ETCD_VERSION}-r${RECIPE}"
 link_dir="${root}/bin/k8s"
 
 log() { printf 'k8s-assets: %s\n' "$*" >&2; }
@@ -68,17 +70,19 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kubectl "k8s.io/kubectl/pkg/cmd"
 )
 
 func main() {
 	commands := map[string]func() *cobra.Command{
 		"kube-apiserver":          apiserver.NewAPIServerCommand,
 		"kube-controller-manager": controllermanager.NewControllerManagerCommand,
+		"kubectl":                 kubectl.NewDefaultKubectlCommand,
 	}
 	name := filepath.Base(os.Args[0])
 	newCommand, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "%s: run me as kube-apiserver or kube-controller-manager\n", name)
+		fmt.Fprintf(os.Stderr, "%s: run me as kube-apiserver, kube-controller-manager or kubectl\n", name)
 		os.Exit(2)
 	}
 	os.Exit(cli.Run(newCommand()))
@@ -89,7 +93,7 @@ GO
   ldflags+=" -X ${pkg}.gitMinor=$(echo "$KUBE_VERSION" | cut -d. -f2) -X ${pkg}.gitTreeState=clean"
   ldflags+=" -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
   (cd "$work/kube" && run_with_progress "resolve k8s.io/kubernetes ${KUBE_VERSION} modules" go mod tidy)
-  (cd "$work/kube" && CGO_ENABLED=0 run_with_progress "compile kube-apiserver + kube-controller-manager ${KUBE_VERSION}" \
+  (cd "$work/kube" && CGO_ENABLED=0 run_with_progress "compile kube-apiserver + kube-controller-manager + kubectl ${KUBE_VERSION}" \
     go build -trimpath -ldflags "$ldflags" -o "$out/k8s" .)
 }
 
@@ -124,11 +128,12 @@ if [ ! -x "$cache/k8s" ] || [ ! -x "$cache/etcd" ]; then
   [ -x "$cache/k8s" ] && cp "$cache/k8s" "$staged/k8s" || build_kube "$work" "$staged"
   ln -sf k8s "$staged/kube-apiserver"
   ln -sf k8s "$staged/kube-controller-manager"
+  ln -sf k8s "$staged/kubectl"
   rm -rf "$cache" && mkdir -p "$(dirname "$cache")" && mv "$staged" "$cache"
 fi
 
 mkdir -p "$link_dir"
-for bin in etcd kube-apiserver kube-controller-manager; do
+for bin in etcd kube-apiserver kube-controller-manager kubectl; do
   ln -sfn "$cache/$bin" "$link_dir/$bin"
 done
 # The multi-call binary dispatches on argv[0], so the links resolve to names it knows.

@@ -5,6 +5,7 @@ go 1.26.0
 replace coxswain.dev/coxswain/discovery => ../discovery
 
 require (
+	coxswain.dev/coxswain/discovery v0.0.0
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/net v0.60.0 // indirect

@@ -1,0 +1,136 @@
+# Coxswain: a Kubernetes Gateway API implementation with a secured control channel.
+
+# Tool versions, pinned. Tools are installed into bin/ from the Go module proxy.
+CONTROLLER_TOOLS_VERSION ?= v0.21.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
+KUSTOMIZE_VERSION ?= v5.8.1
+GATEWAY_API_VERSION ?= v1.6.3
+
+LOCALBIN ?= $(CURDIR)/bin
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+KUBECTL ?= $(LOCALBIN)/k8s/kubectl
+
+MODULES := . discovery proxy
+IMG ?= coxswain.dev/coxswain:dev
+PROXY_IMG ?= coxswain.dev/coxswain-proxy:dev
+GO_TEST_FLAGS ?= -race -count=1
+
+# Shell setup: fail on the first error of a recipe line.
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-15s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRDs and RBAC from markers; copy the pinned Gateway API CRDs.
+	$(CONTROLLER_GEN) rbac:roleName=coxswain-manager crd:allowDangerousTypes=false paths="./api/..." paths="./controllers/..." paths="./internal/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	hack/gateway-api-crds.sh $(GATEWAY_API_VERSION) config/gateway-api
+
+.PHONY: generate
+generate: controller-gen ## Generate deepcopy code and the discovery protocol.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+	@if [ -x hack/proto.sh ]; then hack/proto.sh; fi
+
+.PHONY: fmt
+fmt: golangci-lint ## Format the code of every module.
+	@for m in $(MODULES); do (cd $$m && $(GOLANGCI_LINT) fmt --config $(CURDIR)/.golangci.yml ./...); done
+
+.PHONY: vet
+vet: ## Run go vet on every module.
+	@for m in $(MODULES); do (cd $$m && go vet ./...); done
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint on every module.
+	@for m in $(MODULES); do echo "lint $$m"; (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...); done
+
+.PHONY: test
+test: k8s-assets ## Run every test of every module against a real kube-apiserver and etcd.
+	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s"; \
+	for m in $(MODULES); do echo "test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
+
+.PHONY: verify
+verify: manifests generate ## Regenerate everything and fail on any difference (and check go.mod tidiness).
+	@for m in $(MODULES); do (cd $$m && go mod tidy); done
+	@git add -N . && if ! git diff --exit-code --stat; then \
+		echo "verify: generated files, manifests or go.mod are out of date: run 'make manifests generate' and 'go mod tidy'"; exit 1; fi
+	@$(MAKE) --no-print-directory check-golden
+
+.PHONY: check-golden
+check-golden: ## Fail when a golden file no longer matches its input.
+	go test ./internal/... -run 'Golden' -count=1 >/dev/null
+
+##@ Build
+
+.PHONY: build
+build: ## Build the operator and the proxy into bin/.
+	go build -o $(LOCALBIN)/coxswain .
+	cd proxy && go build -o $(LOCALBIN)/coxswain-proxy .
+	cd discovery && go build ./...
+
+.PHONY: run
+run: k8s-assets manifests ## Run the operator: against the configured cluster, or a local control plane when there is none.
+	go run ./hack/localcluster -- go run . $(ARGS)
+
+##@ Deployment
+
+.PHONY: install
+install: manifests kustomize k8s-assets ## Install our CRDs and the Gateway API CRDs into the configured cluster.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: manifests kustomize k8s-assets ## Remove our CRDs and the Gateway API CRDs from the configured cluster.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
+
+.PHONY: deploy
+deploy: manifests kustomize k8s-assets ## Deploy the operator into the configured cluster.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kustomize k8s-assets ## Remove the operator from the configured cluster.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+
+##@ Dependencies
+
+.PHONY: k8s-assets
+k8s-assets: ## Build (or take from the cache) etcd, kube-apiserver, kube-controller-manager and kubectl into bin/k8s.
+	@hack/k8s-assets.sh >/dev/null
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN)
+$(CONTROLLER_GEN):
+	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT)
+$(GOLANGCI_LINT):
+	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+.PHONY: kustomize
+kustomize: $(KUSTOMIZE)
+$(KUSTOMIZE):
+	$(call go-install-tool,$(KUSTOMIZE),sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION))
+
+# go-install-tool installs package $(2) at version $(3) as $(1).
+define go-install-tool
+@[ -f "$(1)" ] || { \
+set -e; \
+echo "Installing $(2)@$(3)"; \
+tmp=$$(mktemp -d); \
+GOBIN=$$tmp go install $(2)@$(3); \
+mkdir -p $(LOCALBIN); \
+mv $$tmp/* $(1); \
+rm -rf $$tmp; \
+}
+endef

@@ -1,0 +1,174 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CAMode says how the discovery certificate authority is provisioned.
+// +kubebuilder:validation:Enum=Auto;External
+type CAMode string
+
+const (
+	// CAModeAuto generates the CA on first start and stores it in the CA Secret.
+	CAModeAuto CAMode = "Auto"
+	// CAModeExternal consumes a CA Secret written by someone else (cert-manager or by hand) and
+	// fails closed while it is absent or unusable.
+	CAModeExternal CAMode = "External"
+)
+
+// Condition types of a CoxswainConfig.
+const (
+	// ConditionReady is True when the settings are valid and the discovery channel serves.
+	ConditionReady = "Ready"
+	// ConditionCAReady is True when the discovery CA is loaded and usable.
+	ConditionCAReady = "CAReady"
+	// ConditionDiscoveryServing is True when the bootstrap and stream listeners accept connections.
+	ConditionDiscoveryServing = "DiscoveryServing"
+	// ConditionTrustBundlePublished is True when the trust bundle ConfigMap holds the current roots.
+	ConditionTrustBundlePublished = "TrustBundlePublished"
+)
+
+// CoxswainConfigSpec configures the operator. Every field is optional: an unset field takes the
+// operator's flag or environment value, and failing that the built-in default.
+type CoxswainConfigSpec struct {
+	// Discovery configures the control channel between the controller and its proxies.
+	// +optional
+	Discovery *DiscoverySpec `json:"discovery,omitempty"`
+
+	// Proxy holds the defaults the operator uses for the proxies it provisions.
+	// +optional
+	Proxy *ProxyDefaults `json:"proxy,omitempty"`
+}
+
+// DiscoverySpec configures the discovery CA, the SPIFFE identities it issues and the listeners.
+// +kubebuilder:validation:XValidation:rule="!has(self.port) || !has(self.bootstrapPort) || self.port != self.bootstrapPort",message="discovery.port and discovery.bootstrapPort must differ"
+type DiscoverySpec struct {
+	// CA configures the certificate authority that signs proxy identities.
+	// +optional
+	CA *CASpec `json:"ca,omitempty"`
+
+	// TrustDomain is the SPIFFE trust domain of every identity the CA issues: lowercase letters,
+	// digits, '.', '-' and '_', without a scheme, port or path. Default "cluster.local".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[a-z0-9._-]+$`
+	TrustDomain *string `json:"trustDomain,omitempty"`
+
+	// SVIDTTL is the lifetime of a proxy's certificate; proxies renew at about half of it.
+	// From 1m to 720h (30 days). Default 24h. Production wants hours; minutes exist to exercise
+	// rotation in tests.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('720h')",message="svidTTL must be between 1m and 720h (30 days)"
+	SVIDTTL *metav1.Duration `json:"svidTTL,omitempty"`
+
+	// Port is the port of the mutual-TLS snapshot stream listener. Default 50051.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port *int32 `json:"port,omitempty"`
+
+	// BootstrapPort is the port of the server-authenticated bootstrap listener. Default 50052.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	BootstrapPort *int32 `json:"bootstrapPort,omitempty"`
+}
+
+// CASpec configures the discovery certificate authority.
+type CASpec struct {
+	// Mode is Auto (generate and store the CA) or External (consume an existing Secret and fail
+	// closed without it). Default Auto.
+	// +optional
+	Mode *CAMode `json:"mode,omitempty"`
+
+	// SecretName is the Secret in the operator's namespace that holds the CA (tls.crt, tls.key).
+	// Default "coxswain-discovery-ca".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	SecretName *string `json:"secretName,omitempty"`
+}
+
+// ProxyDefaults are what the provisioner uses for a proxy Deployment when nothing more specific
+// is asked for.
+type ProxyDefaults struct {
+	// Image is the proxy container image.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	Image *string `json:"image,omitempty"`
+
+	// Replicas is the number of proxy pods.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Resources are the proxy container's compute resources.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// EffectiveSettings are the settings in force after applying the CoxswainConfig over the
+// operator's flags, environment and built-in defaults.
+type EffectiveSettings struct {
+	CAMode        CAMode          `json:"caMode"`
+	CASecretName  string          `json:"caSecretName"`
+	TrustDomain   string          `json:"trustDomain"`
+	SVIDTTL       metav1.Duration `json:"svidTTL"`
+	Port          int32           `json:"port"`
+	BootstrapPort int32           `json:"bootstrapPort"`
+	ProxyImage    string          `json:"proxyImage,omitempty"`
+	ProxyReplicas int32           `json:"proxyReplicas"`
+}
+
+// CoxswainConfigStatus is the observed state of a CoxswainConfig.
+type CoxswainConfigStatus struct {
+	// ObservedGeneration is the generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Effective shows the settings in force.
+	// +optional
+	Effective *EffectiveSettings `json:"effective,omitempty"`
+
+	// Conditions: Ready, CAReady, DiscoveryServing, TrustBundlePublished.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// CoxswainConfig configures the Coxswain operator. The operator reads the one named by its
+// --config-name flag in its own namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cxcfg
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.effective.caMode`
+// +kubebuilder:printcolumn:name="Trust Domain",type=string,JSONPath=`.status.effective.trustDomain`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CoxswainConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   CoxswainConfigSpec   `json:"spec,omitempty"`
+	Status CoxswainConfigStatus `json:"status,omitempty"`
+}
+
+// CoxswainConfigList is a list of CoxswainConfig.
+//
+// +kubebuilder:object:root=true
+type CoxswainConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CoxswainConfig `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CoxswainConfig{}, &CoxswainConfigList{})
+}

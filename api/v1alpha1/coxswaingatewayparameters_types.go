@@ -1,0 +1,66 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CoxswainGatewayParametersSpec describes the dedicated proxy of a Gateway.
+type CoxswainGatewayParametersSpec struct {
+	// Replicas is the number of proxy pods. Default: the CoxswainConfig proxy default.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Resources are the proxy container's compute resources.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Image overrides the proxy container image.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	Image *string `json:"image,omitempty"`
+
+	// ServiceType is the type of the proxy's Service. Default LoadBalancer.
+	// +optional
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	ServiceType *corev1.ServiceType `json:"serviceType,omitempty"`
+
+	// Labels are added to every object provisioned for the proxy.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations are added to every object provisioned for the proxy.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// CoxswainGatewayParameters asks for a dedicated proxy. A Gateway's
+// spec.infrastructure.parametersRef or a GatewayClass's spec.parametersRef points at it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=cxgwp
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Service Type",type=string,JSONPath=`.spec.serviceType`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CoxswainGatewayParameters struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec CoxswainGatewayParametersSpec `json:"spec,omitempty"`
+}
+
+// CoxswainGatewayParametersList is a list of CoxswainGatewayParameters.
+//
+// +kubebuilder:object:root=true
+type CoxswainGatewayParametersList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CoxswainGatewayParameters `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CoxswainGatewayParameters{}, &CoxswainGatewayParametersList{})
+}

@@ -1,0 +1,64 @@
+package settings
+
+import (
+	"coxswain.dev/coxswain/api/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Resolve lays the fields set in a CoxswainConfig spec over base and validates the result. The
+// API server's schema already rejects most bad values; Resolve catches what the schema cannot
+// see, such as a port that collides with the other listener's flag default.
+func Resolve(base Settings, spec *v1alpha1.CoxswainConfigSpec) (Settings, error) {
+	s := base
+	if spec != nil && spec.Discovery != nil {
+		overlayDiscovery(&s, spec.Discovery)
+	}
+	if spec != nil && spec.Proxy != nil {
+		overlayProxy(&s, spec.Proxy)
+	}
+	if err := s.Validate(); err != nil {
+		return Settings{}, err
+	}
+	return s, nil
+}
+
+func overlayDiscovery(s *Settings, d *v1alpha1.DiscoverySpec) {
+	if d.CA != nil {
+		setIf(&s.CAMode, d.CA.Mode)
+		setIf(&s.CASecretName, d.CA.SecretName)
+	}
+	setIf(&s.TrustDomain, d.TrustDomain)
+	if d.SVIDTTL != nil {
+		s.SVIDTTL = d.SVIDTTL.Duration
+	}
+	setIf(&s.Port, d.Port)
+	setIf(&s.BootstrapPort, d.BootstrapPort)
+}
+
+func overlayProxy(s *Settings, p *v1alpha1.ProxyDefaults) {
+	setIf(&s.ProxyImage, p.Image)
+	setIf(&s.ProxyReplicas, p.Replicas)
+	if p.Resources != nil {
+		s.ProxyResources = *p.Resources.DeepCopy()
+	}
+}
+
+func setIf[T any](dst *T, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+// Effective renders s as the status field of a CoxswainConfig.
+func (s Settings) Effective() *v1alpha1.EffectiveSettings {
+	return &v1alpha1.EffectiveSettings{
+		CAMode:        s.CAMode,
+		CASecretName:  s.CASecretName,
+		TrustDomain:   s.TrustDomain,
+		SVIDTTL:       metav1.Duration{Duration: s.SVIDTTL},
+		Port:          s.Port,
+		BootstrapPort: s.BootstrapPort,
+		ProxyImage:    s.ProxyImage,
+		ProxyReplicas: s.ProxyReplicas,
+	}
+}

@@ -1,0 +1,128 @@
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"coxswain.dev/coxswain/discovery/wellknown"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"coxswain.dev/coxswain/api/v1alpha1"
+)
+
+// Environment variables that give the operator's defaults.
+const (
+	EnvCAMode        = "COXSWAIN_DISCOVERY_CA_MODE"
+	EnvCASecret      = "COXSWAIN_DISCOVERY_CA_SECRET"
+	EnvSVIDTTL       = "COXSWAIN_DISCOVERY_SVID_TTL"
+	EnvTrustDomain   = "COXSWAIN_DISCOVERY_TRUST_DOMAIN"
+	EnvPort          = "COXSWAIN_DISCOVERY_PORT"
+	EnvBootstrapPort = "COXSWAIN_DISCOVERY_BOOTSTRAP_PORT"
+)
+
+// DefaultProxyImage is the proxy image used when nothing else names one.
+const DefaultProxyImage = "coxswain.dev/coxswain-proxy:dev"
+
+// DefaultProxyReplicas is the number of proxy pods used when nothing else names one.
+const DefaultProxyReplicas int32 = 2
+
+// ErrInvalid is wrapped by every validation error of this package.
+var ErrInvalid = errors.New("invalid setting")
+
+// Settings is the operator's effective configuration.
+type Settings struct {
+	CAMode         v1alpha1.CAMode
+	CASecretName   string
+	TrustDomain    string
+	SVIDTTL        time.Duration
+	Port           int32
+	BootstrapPort  int32
+	ProxyImage     string
+	ProxyReplicas  int32
+	ProxyResources corev1.ResourceRequirements
+}
+
+// Defaults returns the built-in defaults of the specification.
+func Defaults() Settings {
+	return Settings{
+		CAMode:        v1alpha1.CAMode(wellknown.CAModeAuto),
+		CASecretName:  wellknown.CASecretName,
+		TrustDomain:   wellknown.DefaultTrustDomain,
+		SVIDTTL:       wellknown.DefaultSVIDTTL,
+		Port:          wellknown.StreamPort,
+		BootstrapPort: wellknown.BootstrapPort,
+		ProxyImage:    DefaultProxyImage,
+		ProxyReplicas: DefaultProxyReplicas,
+	}
+}
+
+// Validate reports every problem of s, each naming the field it concerns.
+func (s Settings) Validate() error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...)))
+	}
+	if _, err := ParseCAMode(string(s.CAMode)); err != nil {
+		add("discovery.ca.mode", "%v", err)
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(s.CASecretName) {
+		add("discovery.ca.secretName", "%s", msg)
+	}
+	if err := ValidateTrustDomain(s.TrustDomain); err != nil {
+		add("discovery.trustDomain", "%v", err)
+	}
+	if s.SVIDTTL < wellknown.MinSVIDTTL || s.SVIDTTL > wellknown.MaxSVIDTTL {
+		add("discovery.svidTTL", "%s is outside %s..%s", s.SVIDTTL, wellknown.MinSVIDTTL, wellknown.MaxSVIDTTL)
+	}
+	for field, port := range map[string]int32{"discovery.port": s.Port, "discovery.bootstrapPort": s.BootstrapPort} {
+		if port < 1 || port > 65535 {
+			add(field, "%d is outside 1..65535", port)
+		}
+	}
+	if s.Port == s.BootstrapPort {
+		add("discovery.bootstrapPort", "%d is also discovery.port; the two listeners need different ports", s.Port)
+	}
+	if s.ProxyReplicas < 0 {
+		add("proxy.replicas", "%d is negative", s.ProxyReplicas)
+	}
+	return errors.Join(errs...)
+}
+
+// ParseCAMode accepts the CA mode in any letter case ("auto", "Auto", "EXTERNAL").
+func ParseCAMode(s string) (v1alpha1.CAMode, error) {
+	for _, m := range []v1alpha1.CAMode{v1alpha1.CAModeAuto, v1alpha1.CAModeExternal} {
+		if strings.EqualFold(s, string(m)) {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("%q is not Auto or External", s)
+}
+
+// ValidateTrustDomain checks a SPIFFE trust domain name: lowercase letters, digits, '.', '-'
+// and '_', with no scheme, port or path.
+func ValidateTrustDomain(td string) error {
+	if td == "" {
+		return errors.New("must not be empty")
+	}
+	if len(td) > 255 {
+		return errors.New("must be at most 255 characters")
+	}
+	for _, c := range td {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return fmt.Errorf("%q has the character %q; only lowercase letters, digits, '.', '-' and '_' are allowed (no scheme, port or path)", td, c)
+		}
+	}
+	return nil
+}
+
+func parsePort(s string) (int32, error) {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a port number", s)
+	}
+	return int32(n), nil
+}

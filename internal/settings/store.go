@@ -1,0 +1,55 @@
+package settings
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+)
+
+// Store holds the effective settings and tells subscribers when they change. The zero value is
+// not usable; use NewStore.
+type Store struct {
+	mu      sync.Mutex
+	current Settings
+	subs    []chan struct{}
+}
+
+// NewStore returns a store holding initial.
+func NewStore(initial Settings) *Store {
+	return &Store{current: initial}
+}
+
+// Get returns the settings in force.
+func (s *Store) Get() Settings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current
+}
+
+// Set replaces the settings and notifies subscribers when they changed. It reports whether they
+// changed.
+func (s *Store) Set(next Settings) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if equality.Semantic.DeepEqual(s.current, next) {
+		return false
+	}
+	s.current = next
+	for _, c := range s.subs {
+		select {
+		case c <- struct{}{}:
+		default: // a notification is already pending
+		}
+	}
+	return true
+}
+
+// Subscribe returns a channel that receives a value after each change. Notifications coalesce:
+// a slow reader sees one pending value, then reads the latest settings with Get.
+func (s *Store) Subscribe() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := make(chan struct{}, 1)
+	s.subs = append(s.subs, c)
+	return c
+}
