@@ -111,4 +111,3 @@ func (l *Listener) addRoute(r *HTTPRoute, hostnames []string) {
 func (l *Listener) AttachedRoutes() int32 {
 	return int32(len(l.Routes)) //nolint:gosec // at most the number of routes in the cluster
 }
-

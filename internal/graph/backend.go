@@ -76,7 +76,7 @@ func (b *builder) resolveServicePort(routeNamespace string, ref gwapiv1.BackendO
 	}
 	svcKey := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
 	if group != "" || kind != kindService {
-		return key, ptr(conditions.NewRouteInvalidKind(fmt.Sprintf("Backend %s/%s %s is not a Service", group, kind, svcKey)))
+		return key, ptr(conditions.NewRouteInvalidKind(fmt.Sprintf("Backend %s is a %s, not a core Service", svcKey, groupKind(group, kind))))
 	}
 	from := reference{group: gwapiv1.GroupName, kind: kindHTTPRoute, namespace: routeNamespace}
 	if !b.grants.allows(from, reference{kind: kindService, namespace: key.Namespace, name: key.Name}) {

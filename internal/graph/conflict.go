@@ -71,11 +71,10 @@ func markOverlappingTLS(ls []*Listener) {
 			if a.Protocol != gwapiv1.HTTPSProtocolType || b.Protocol != a.Protocol || a.Port != b.Port {
 				continue
 			}
-			if a.Hostname == b.Hostname || !(HostnameMatches(a.Hostname, b.Hostname) || HostnameMatches(b.Hostname, a.Hostname)) {
-				continue
+			if a.Hostname != b.Hostname && overlaps(a.Hostname, b.Hostname) {
+				a.overlap(b)
+				b.overlap(a)
 			}
-			a.overlap(b)
-			b.overlap(a)
 		}
 	}
 }
@@ -83,4 +82,8 @@ func markOverlappingTLS(ls []*Listener) {
 func (l *Listener) overlap(other *Listener) {
 	msg := fmt.Sprintf("Hostname overlaps listener %s", other.Name)
 	l.Conditions = conditions.Upsert(l.Conditions, conditions.NewListenerOverlappingHostnames(msg))
+}
+
+func overlaps(a, b string) bool {
+	return HostnameMatches(a, b) || HostnameMatches(b, a)
 }

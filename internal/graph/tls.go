@@ -48,7 +48,7 @@ func (b *builder) resolveCertificate(gwNamespace string, ref gwapiv1.SecretObjec
 		key.Namespace = string(*ref.Namespace)
 	}
 	if group != "" || kind != kindSecret {
-		return nil, ptr(conditions.NewListenerInvalidCertificateRef(fmt.Sprintf("Certificate ref %s/%s %s is not a Secret", group, kind, key)))
+		return nil, ptr(conditions.NewListenerInvalidCertificateRef(fmt.Sprintf("Certificate ref %s is a %s, not a core Secret", key, groupKind(group, kind))))
 	}
 	from := reference{group: gwapiv1.GroupName, kind: kindGateway, namespace: gwNamespace}
 	to := reference{kind: kindSecret, namespace: key.Namespace, name: key.Name}
@@ -78,4 +78,11 @@ func (b *builder) checkKeyPair(key types.NamespacedName, s *corev1.Secret) strin
 	}
 	b.keyPairs[key] = msg
 	return msg
+}
+
+func groupKind(group, kind string) string {
+	if group == "" {
+		return kind
+	}
+	return kind + "." + group
 }

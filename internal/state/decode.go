@@ -48,6 +48,8 @@ func (cs *ClusterState) add(doc []byte) error {
 		return err
 	}
 	switch tm.Kind {
+	case "":
+		return skipEmpty(doc)
 	case "GatewayClass":
 		return decodeInto(doc, cs.GatewayClasses)
 	case "Gateway":
@@ -95,5 +97,17 @@ func (cs *ClusterState) addParameters(doc []byte) error {
 		return err
 	}
 	cs.GatewayParameters[Key(obj)] = obj
+	return nil
+}
+
+// skipEmpty accepts a document with no content (only comments) and rejects one without a kind.
+func skipEmpty(doc []byte) error {
+	var content any
+	if err := yaml.Unmarshal(doc, &content); err != nil {
+		return err
+	}
+	if content != nil {
+		return errors.New("document has no kind")
+	}
 	return nil
 }

@@ -1,0 +1,55 @@
+package snapshot
+
+import (
+	"testing"
+	"time"
+)
+
+func TestComparePrecedence(t *testing.T) {
+	t.Parallel()
+	older := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	newer := older.Add(time.Hour)
+	mk := func(host, pathType, path string, mod func(*entry)) entry {
+		e := entry{route: &Route{Hostname: host, Match: Match{Path: PathMatch{Type: pathType, Value: path}}}, created: older, routeKey: "ns/r"}
+		if mod != nil {
+			mod(&e)
+		}
+		return e
+	}
+	prefix := func(path string) entry { return mk("", MatchPathPrefix, path, nil) }
+	tests := []struct {
+		name          string
+		first, second entry
+	}{
+		{"an exact hostname beats a wildcard", mk("a.example.com", MatchPathPrefix, "/", nil), mk("*.example.com", MatchExact, "/x", nil)},
+		{"a longer exact hostname beats a shorter one", mk("ab.example.com", MatchPathPrefix, "/", nil), mk("a.example.com", MatchPathPrefix, "/", nil)},
+		{"a longer wildcard beats a shorter one", mk("*.a.example.com", MatchPathPrefix, "/", nil), mk("*.example.com", MatchPathPrefix, "/", nil)},
+		{"any hostname comes last", mk("*.example.com", MatchPathPrefix, "/", nil), prefix("/very/long/path")},
+		{"an exact path beats a longer prefix", mk("", MatchExact, "/a", nil), prefix("/a/b/c")},
+		{"a regular expression beats a prefix", mk("", MatchRegularExpression, "/.*", nil), prefix("/a/b/c")},
+		{"an exact path beats a regular expression", mk("", MatchExact, "/a", nil), mk("", MatchRegularExpression, "/a.*", nil)},
+		{"a longer prefix beats a shorter one", prefix("/ab"), prefix("/a")},
+		{"a method beats headers", mk("", MatchPathPrefix, "/", func(e *entry) { e.route.Match.Method = "GET" }),
+			mk("", MatchPathPrefix, "/", func(e *entry) { e.route.Match.Headers = make([]ValueMatch, 3) })},
+		{"more headers beat fewer", mk("", MatchPathPrefix, "/", func(e *entry) { e.route.Match.Headers = make([]ValueMatch, 2) }),
+			mk("", MatchPathPrefix, "/", func(e *entry) { e.route.Match.Headers = make([]ValueMatch, 1) })},
+		{"headers beat query parameters", mk("", MatchPathPrefix, "/", func(e *entry) { e.route.Match.Headers = make([]ValueMatch, 1) }),
+			mk("", MatchPathPrefix, "/", func(e *entry) { e.route.Match.QueryParams = make([]ValueMatch, 2) })},
+		{"more query parameters beat fewer", mk("", MatchPathPrefix, "/", func(e *entry) { e.route.Match.QueryParams = make([]ValueMatch, 1) }), prefix("/")},
+		{"the older route wins a tie", prefix("/"), mk("", MatchPathPrefix, "/", func(e *entry) { e.created = newer; e.routeKey = "a/a" })},
+		{"the first route by namespace/name wins an age tie", mk("", MatchPathPrefix, "/", func(e *entry) { e.routeKey = "a/b" }), mk("", MatchPathPrefix, "/", func(e *entry) { e.routeKey = "b/a" })},
+		{"the first rule wins within a route", mk("", MatchPathPrefix, "/", func(e *entry) { e.rule, e.match = 0, 5 }), mk("", MatchPathPrefix, "/", func(e *entry) { e.rule = 1 })},
+		{"the first match wins within a rule", mk("", MatchPathPrefix, "/", func(e *entry) { e.match = 0 }), mk("", MatchPathPrefix, "/", func(e *entry) { e.match = 1 })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := comparePrecedence(tt.first, tt.second); got >= 0 {
+				t.Errorf("comparePrecedence(first, second) = %d, want < 0", got)
+			}
+			if got := comparePrecedence(tt.second, tt.first); got <= 0 {
+				t.Errorf("comparePrecedence(second, first) = %d, want > 0", got)
+			}
+		})
+	}
+}
