@@ -56,7 +56,7 @@ func TestBootstrapLimiter(t *testing.T) {
 	})
 	t.Run("a queued bootstrap gives up after the wait", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, func(c *Config) { c.MaxConcurrent, c.MaxQueued, c.QueueWait = 1, 1, 50 * time.Millisecond })
+		e := newEnv(t, func(c *Config) { c.MaxConcurrent, c.MaxQueued, c.QueueWait = 1, 1, 50*time.Millisecond })
 		e.auth.gate = make(chan struct{})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/servertest"
@@ -77,6 +76,7 @@ type env struct {
 	reporter *recorder
 	registry *prometheus.Registry
 	svc      *Service
+	conn     *grpc.ClientConn
 	client   discoveryv1.DiscoveryClient
 }
 
@@ -105,9 +105,11 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 		t.Fatal(err)
 	}
 	e.svc = svc
-	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(e.pki.BootstrapServerTLS())))
-	discoveryv1.RegisterDiscoveryServer(gs, svc)
-	addr := servertest.Serve(t, gs)
-	e.client = discoveryv1.NewDiscoveryClient(servertest.Dial(t, addr, e.pki.BootstrapClientTLS()))
+	gs, err := svc.NewGRPCServer(e.pki.BootstrapServerTLS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.conn = servertest.Dial(t, servertest.Serve(t, gs), e.pki.BootstrapClientTLS())
+	e.client = discoveryv1.NewDiscoveryClient(e.conn)
 	return e
 }

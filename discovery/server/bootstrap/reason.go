@@ -13,35 +13,37 @@ type Reason string
 
 // The reasons a bootstrap is rejected, each with one gRPC code (see Code).
 const (
-	ReasonWireVersion     Reason = "WireVersionMismatch"
-	ReasonTokenMissing    Reason = "TokenMissing"
-	ReasonTokenRejected   Reason = "TokenRejected"
-	ReasonPodMismatch     Reason = "PodMismatch"
-	ReasonReviewFailed    Reason = "TokenReviewUnavailable"
-	ReasonNotAllowed      Reason = "IdentityNotAllowed"
-	ReasonInvalidIdentity Reason = "InvalidIdentity"
-	ReasonInvalidCSR      Reason = "InvalidCSR"
-	ReasonCAUnavailable   Reason = "CAUnavailable"
-	ReasonSigningFailed   Reason = "SigningFailed"
-	ReasonOverloaded      Reason = "Overloaded"
-	ReasonQueueTimeout    Reason = "QueueTimeout"
-	ReasonCanceled        Reason = "Canceled"
+	ReasonWireVersion      Reason = "WireVersionMismatch"
+	ReasonTokenMissing     Reason = "TokenMissing"
+	ReasonTokenRejected    Reason = "TokenRejected"
+	ReasonPodMismatch      Reason = "PodMismatch"
+	ReasonReviewFailed     Reason = "TokenReviewUnavailable"
+	ReasonNotAllowed       Reason = "IdentityNotAllowed"
+	ReasonInvalidIdentity  Reason = "InvalidIdentity"
+	ReasonInvalidCSR       Reason = "InvalidCSR"
+	ReasonCAUnavailable    Reason = "CAUnavailable"
+	ReasonSigningFailed    Reason = "SigningFailed"
+	ReasonOverloaded       Reason = "Overloaded"
+	ReasonQueueTimeout     Reason = "QueueTimeout"
+	ReasonCanceled         Reason = "Canceled"
+	ReasonMethodNotAllowed Reason = "MethodNotAllowed"
 )
 
 var reasonCodes = map[Reason]codes.Code{
-	ReasonWireVersion:     codes.FailedPrecondition,
-	ReasonTokenMissing:    codes.Unauthenticated,
-	ReasonTokenRejected:   codes.Unauthenticated,
-	ReasonPodMismatch:     codes.PermissionDenied,
-	ReasonReviewFailed:    codes.Unavailable,
-	ReasonNotAllowed:      codes.PermissionDenied,
-	ReasonInvalidIdentity: codes.PermissionDenied,
-	ReasonInvalidCSR:      codes.InvalidArgument,
-	ReasonCAUnavailable:   codes.Unavailable,
-	ReasonSigningFailed:   codes.Internal,
-	ReasonOverloaded:      codes.ResourceExhausted,
-	ReasonQueueTimeout:    codes.Unavailable,
-	ReasonCanceled:        codes.Canceled,
+	ReasonWireVersion:      codes.FailedPrecondition,
+	ReasonTokenMissing:     codes.Unauthenticated,
+	ReasonTokenRejected:    codes.Unauthenticated,
+	ReasonPodMismatch:      codes.PermissionDenied,
+	ReasonReviewFailed:     codes.Unavailable,
+	ReasonNotAllowed:       codes.PermissionDenied,
+	ReasonInvalidIdentity:  codes.PermissionDenied,
+	ReasonInvalidCSR:       codes.InvalidArgument,
+	ReasonCAUnavailable:    codes.Unavailable,
+	ReasonSigningFailed:    codes.Internal,
+	ReasonOverloaded:       codes.ResourceExhausted,
+	ReasonQueueTimeout:     codes.Unavailable,
+	ReasonCanceled:         codes.Canceled,
+	ReasonMethodNotAllowed: codes.PermissionDenied,
 }
 
 // Code returns the gRPC status code a rejection for r carries.

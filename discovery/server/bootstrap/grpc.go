@@ -1,0 +1,70 @@
+package bootstrap
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+)
+
+const (
+	// handshakeTimeout bounds a connection's TLS handshake.
+	handshakeTimeout = 10 * time.Second
+	// maxIdle closes bootstrap connections nobody uses: a proxy bootstraps about twice a day.
+	maxIdle = 2 * time.Minute
+)
+
+// NewGRPCServer returns the gRPC server of the bootstrap listener with s registered: TLS 1.3
+// with tlsConfig (tlsconfig.BootstrapServer), only the Bootstrap method reachable, request size
+// capped. There is no way to build it without TLS.
+func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption) (*grpc.Server, error) {
+	if tlsConfig == nil {
+		return nil, errors.New("bootstrap: a TLS config is required")
+	}
+	cfg := tlsConfig.Clone()
+	cfg.MinVersion = tls.VersionTLS13
+	base := []grpc.ServerOption{
+		grpc.Creds(credentials.NewTLS(cfg)),
+		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.streamInterceptor),
+		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+			return status.Error(ReasonMethodNotAllowed.Code(), "unknown method")
+		}),
+		grpc.MaxRecvMsgSize(discoveryv1.MaxBootstrapRequestBytes),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: discoveryv1.KeepaliveMinInterval}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: maxIdle, Time: discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
+		}),
+	}
+	gs := grpc.NewServer(append(base, opts...)...)
+	discoveryv1.RegisterDiscoveryServer(gs, s)
+	return gs, nil
+}
+
+// unaryInterceptor lets only Bootstrap through.
+func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info.FullMethod != discoveryv1.Discovery_Bootstrap_FullMethodName {
+		return nil, s.methodNotAllowed(info.FullMethod)
+	}
+	return handler(ctx, req)
+}
+
+// streamInterceptor refuses every streaming method: Stream belongs to the stream listener.
+func (s *Service) streamInterceptor(_ any, _ grpc.ServerStream, info *grpc.StreamServerInfo, _ grpc.StreamHandler) error {
+	return s.methodNotAllowed(info.FullMethod)
+}
+
+func (s *Service) methodNotAllowed(method string) error {
+	s.metrics.rejected(ReasonMethodNotAllowed)
+	s.log.Info("Refused method", "method", method, "reason", ReasonMethodNotAllowed)
+	return status.Error(ReasonMethodNotAllowed.Code(), fmt.Sprintf("method %s is not served here", method))
+}
