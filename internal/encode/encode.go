@@ -1,0 +1,100 @@
+package encode
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/internal/snapshot"
+)
+
+// Resource key prefixes; the rest of a key is the IR object's name.
+const (
+	ListenerKeyPrefix    = "listener/"
+	ClusterKeyPrefix     = "cluster/"
+	CertificateKeyPrefix = "certificate/"
+)
+
+// Encoded is one scope's snapshot in wire form.
+type Encoded struct {
+	Scope cache.Scope
+	// Resources are sorted by key.
+	Resources []*discoveryv1.Resource
+	// Version is the content hash of Resources, as the discovery cache computes it.
+	Version string
+}
+
+// Scope converts a snapshot scope to the discovery cache's.
+func Scope(s snapshot.Scope) cache.Scope {
+	if s.Kind == snapshot.ScopeGateway {
+		return cache.Gateway(s.Namespace, s.Name)
+	}
+	return cache.SharedPool()
+}
+
+// All encodes every snapshot, in order.
+func All(snaps []*snapshot.Snapshot) ([]*Encoded, error) {
+	out := make([]*Encoded, 0, len(snaps))
+	for _, s := range snaps {
+		e, err := Snapshot(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Snapshot encodes one scope's snapshot.
+func Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
+	var resources []*discoveryv1.Resource
+	add := func(key string, msg proto.Message) error {
+		r, err := cache.NewResource(key, msg)
+		if err != nil {
+			return err
+		}
+		resources = append(resources, r)
+		return nil
+	}
+	for _, l := range s.Listeners {
+		if err := add(ListenerKeyPrefix+l.Name, Listener(l)); err != nil {
+			return nil, fmt.Errorf("encode %s: %w", s.Scope, err)
+		}
+	}
+	for _, c := range s.Clusters {
+		if err := add(ClusterKeyPrefix+c.Name, Cluster(c)); err != nil {
+			return nil, fmt.Errorf("encode %s: %w", s.Scope, err)
+		}
+	}
+	for _, c := range s.Secrets {
+		if err := add(CertificateKeyPrefix+c.Name, Certificate(c)); err != nil {
+			return nil, fmt.Errorf("encode %s: %w", s.Scope, err)
+		}
+	}
+	versioned, err := cache.NewSnapshot(resources, time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", s.Scope, err)
+	}
+	return &Encoded{Scope: Scope(s.Scope), Resources: versioned.Resources(), Version: versioned.Version()}, nil
+}
+
+// Cluster converts a cluster.
+func Cluster(c *snapshot.Cluster) *discoveryv1.Cluster {
+	out := &discoveryv1.Cluster{Name: c.Name}
+	for _, ep := range c.Endpoints {
+		out.Endpoints = append(out.Endpoints, &discoveryv1.Endpoint{Address: ep.Address, Port: uint32(ep.Port)}) //nolint:gosec // ports are 1-65535
+	}
+	return out
+}
+
+// Certificate converts a TLS secret; this is where the private key leaves its redacting type.
+func Certificate(s *snapshot.Secret) *discoveryv1.Certificate {
+	return &discoveryv1.Certificate{
+		Name:                s.Name,
+		CertificateChainPem: []byte(s.CertificateChain),
+		PrivateKeyPem:       []byte(s.PrivateKey),
+	}
+}

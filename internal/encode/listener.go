@@ -1,0 +1,106 @@
+package encode
+
+import (
+	"strings"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/internal/snapshot"
+)
+
+// Listener converts a listener with its virtual hosts and routes.
+func Listener(l *snapshot.Listener) *discoveryv1.Listener {
+	ns, name, _ := strings.Cut(l.Gateway, "/")
+	out := &discoveryv1.Listener{
+		Name:     l.Name,
+		Gateway:  &discoveryv1.GatewayRef{Namespace: ns, Name: name},
+		Port:     uint32(l.Port), //nolint:gosec // ports are 1-65535
+		Protocol: protocol(l.Protocol),
+	}
+	for _, vh := range l.VirtualHosts {
+		out.VirtualHosts = append(out.VirtualHosts, virtualHost(vh))
+	}
+	return out
+}
+
+func protocol(p string) discoveryv1.Protocol {
+	switch p {
+	case "HTTP":
+		return discoveryv1.Protocol_PROTOCOL_HTTP
+	case "HTTPS":
+		return discoveryv1.Protocol_PROTOCOL_HTTPS
+	}
+	return discoveryv1.Protocol_PROTOCOL_UNSPECIFIED
+}
+
+func virtualHost(vh *snapshot.VirtualHost) *discoveryv1.VirtualHost {
+	out := &discoveryv1.VirtualHost{Name: vh.Name, Hostname: vh.Hostname, Certificates: vh.Certificates}
+	for _, r := range vh.Routes {
+		out.Routes = append(out.Routes, route(r))
+	}
+	return out
+}
+
+func route(r *snapshot.Route) *discoveryv1.Route {
+	out := &discoveryv1.Route{
+		Name:         r.Name,
+		Hostname:     r.Hostname,
+		Match:        match(r.Match),
+		DirectStatus: uint32(r.DirectStatus), //nolint:gosec // an HTTP status
+		Timeouts:     timeouts(r.Timeouts),
+	}
+	for _, f := range r.Filters {
+		out.Filters = append(out.Filters, filter(f))
+	}
+	for _, b := range r.Backends {
+		out.Backends = append(out.Backends, &discoveryv1.WeightedBackend{
+			Cluster: b.Cluster, Weight: uint32(b.Weight), ErrorStatus: uint32(b.ErrorStatus), //nolint:gosec // weights are 0-1000000
+		})
+	}
+	return out
+}
+
+func match(m snapshot.Match) *discoveryv1.RouteMatch {
+	out := &discoveryv1.RouteMatch{
+		Path:   &discoveryv1.PathMatch{Type: matchType(m.Path.Type), Value: m.Path.Value},
+		Method: m.Method,
+	}
+	out.Headers = valueMatches(m.Headers)
+	out.QueryParams = valueMatches(m.QueryParams)
+	return out
+}
+
+func valueMatches(in []snapshot.ValueMatch) []*discoveryv1.ValueMatch {
+	var out []*discoveryv1.ValueMatch
+	for _, v := range in {
+		out = append(out, &discoveryv1.ValueMatch{Type: matchType(v.Type), Name: v.Name, Value: v.Value})
+	}
+	return out
+}
+
+func matchType(t string) discoveryv1.MatchType {
+	switch t {
+	case snapshot.MatchExact:
+		return discoveryv1.MatchType_MATCH_TYPE_EXACT
+	case snapshot.MatchPathPrefix:
+		return discoveryv1.MatchType_MATCH_TYPE_PATH_PREFIX
+	case snapshot.MatchRegularExpression:
+		return discoveryv1.MatchType_MATCH_TYPE_REGULAR_EXPRESSION
+	}
+	return discoveryv1.MatchType_MATCH_TYPE_UNSPECIFIED
+}
+
+func timeouts(t *snapshot.Timeouts) *discoveryv1.Timeouts {
+	if t == nil {
+		return nil
+	}
+	out := &discoveryv1.Timeouts{}
+	if t.Request != nil {
+		out.Request = durationpb.New(t.Request.Duration)
+	}
+	if t.BackendRequest != nil {
+		out.BackendRequest = durationpb.New(t.BackendRequest.Duration)
+	}
+	return out
+}
