@@ -1,0 +1,85 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Reason is the machine-readable cause of a refused or closed stream, used as a metric label.
+type Reason string
+
+// The reasons a stream is refused or closed by the server.
+const (
+	ReasonNoPeerIdentity     Reason = "NoPeerIdentity"
+	ReasonMethodNotAllowed   Reason = "MethodNotAllowed"
+	ReasonNoSubscribe        Reason = "NoSubscribe"
+	ReasonSubscribeTimeout   Reason = "SubscribeTimeout"
+	ReasonWireVersion        Reason = "WireVersionMismatch"
+	ReasonInvalidSubscribe   Reason = "InvalidSubscribe"
+	ReasonScopeNotAuthorized Reason = "ScopeNotAuthorized"
+	ReasonScopeUnknown       Reason = "ScopeAuthorityUnavailable"
+	ReasonNodeIDConflict     Reason = "NodeIDConflict"
+	ReasonProtocolViolation  Reason = "ProtocolViolation"
+	ReasonRevoked            Reason = "Revoked"
+	ReasonCertificateExpired Reason = "CertificateExpired"
+	ReasonSuperseded         Reason = "Superseded"
+	ReasonShutdown           Reason = "Shutdown"
+)
+
+var reasonCodes = map[Reason]codes.Code{
+	ReasonNoPeerIdentity:     codes.PermissionDenied,
+	ReasonMethodNotAllowed:   codes.PermissionDenied,
+	ReasonNoSubscribe:        codes.InvalidArgument,
+	ReasonSubscribeTimeout:   codes.DeadlineExceeded,
+	ReasonWireVersion:        codes.FailedPrecondition,
+	ReasonInvalidSubscribe:   codes.InvalidArgument,
+	ReasonScopeNotAuthorized: codes.PermissionDenied,
+	ReasonScopeUnknown:       codes.Unavailable,
+	ReasonNodeIDConflict:     codes.PermissionDenied,
+	ReasonProtocolViolation:  codes.InvalidArgument,
+	ReasonRevoked:            codes.PermissionDenied,
+	ReasonCertificateExpired: codes.Unauthenticated,
+	ReasonSuperseded:         codes.Aborted,
+	ReasonShutdown:           codes.Unavailable,
+}
+
+// Code returns the gRPC code a stream closed for r ends with.
+func (r Reason) Code() codes.Code {
+	if c, ok := reasonCodes[r]; ok {
+		return c
+	}
+	return codes.Internal
+}
+
+// denial is a refused or closed stream on its way to the RPC edge.
+type denial struct {
+	reason Reason
+	msg    string
+}
+
+func (d *denial) Error() string { return fmt.Sprintf("%s: %s", d.reason, d.msg) }
+
+func deny(reason Reason, format string, args ...any) error {
+	return &denial{reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+// toStatus converts a session's end into what the handler returns: nil for a client that hung
+// up, the status of a denial, or the status of a transport error.
+func toStatus(err error) (error, Reason) {
+	var d *denial
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return nil, ""
+	case errors.As(err, &d):
+		return status.Error(d.reason.Code(), d.Error()), d.reason
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error()), ""
+	default:
+		return status.Convert(err).Err(), ""
+	}
+}

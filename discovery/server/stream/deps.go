@@ -1,0 +1,32 @@
+package stream
+
+import (
+	"errors"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+)
+
+// ErrUnknownGateway is what a ScopeAuthority wraps when a Gateway has no dedicated proxy: it
+// does not exist, is not Coxswain's, or is served by the shared pool.
+var ErrUnknownGateway = errors.New("stream: unknown gateway")
+
+// ScopeAuthority tells which proxy may subscribe to a Gateway's scope. The operator answers from
+// cluster state: the ServiceAccount of the Gateway's dedicated proxy is "<gateway>-<gatewayclass>"
+// in the Gateway's namespace.
+type ScopeAuthority interface {
+	// ExpectedServiceAccount returns the ServiceAccount, in namespace, whose proxy may subscribe
+	// to Gateway namespace/name. It returns an error wrapping ErrUnknownGateway when no proxy
+	// may; any other error means the answer is not known now and the subscription is refused as
+	// UNAVAILABLE (live streams are kept).
+	ExpectedServiceAccount(namespace, name string) (string, error)
+}
+
+// Identity is the verified identity of a stream peer.
+type Identity struct {
+	ID             spiffeid.ID
+	Namespace      string
+	ServiceAccount string
+	// NotAfter is the expiry of the peer certificate; the stream closes then.
+	NotAfter time.Time
+}

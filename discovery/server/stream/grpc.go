@@ -1,0 +1,61 @@
+package stream
+
+import (
+	"crypto/tls"
+	"errors"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+)
+
+// maxConcurrentStreams bounds the streams one connection may open; a proxy needs one.
+const maxConcurrentStreams = 4
+
+// NewGRPCServer returns the gRPC server of the stream listener with s registered behind its
+// interceptors: TLS 1.3 with tlsConfig (tlsconfig.MTLSServer), which must demand and verify a
+// client certificate, keepalive enforcement and message size caps. There is no way to build it
+// without TLS.
+func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption) (*grpc.Server, error) {
+	cfg, err := mutualTLS(tlsConfig)
+	if err != nil {
+		return nil, err
+	}
+	base := []grpc.ServerOption{
+		grpc.Creds(credentials.NewTLS(cfg)),
+		grpc.ChainUnaryInterceptor(s.UnaryInterceptor()),
+		grpc.ChainStreamInterceptor(s.StreamInterceptor()),
+		grpc.UnknownServiceHandler(UnknownServiceHandler),
+		grpc.MaxRecvMsgSize(discoveryv1.MaxClientMessageBytes),
+		grpc.MaxSendMsgSize(discoveryv1.MaxServerMessageBytes),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime: discoveryv1.KeepaliveMinInterval, PermitWithoutStream: false,
+		}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time: discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
+		}),
+	}
+	gs := grpc.NewServer(append(base, opts...)...)
+	discoveryv1.RegisterDiscoveryServer(gs, s)
+	return gs, nil
+}
+
+// mutualTLS returns a copy of cfg held to TLS 1.3, refusing a config that would let a peer in
+// without a verified client certificate.
+func mutualTLS(cfg *tls.Config) (*tls.Config, error) {
+	if cfg == nil {
+		return nil, errors.New("stream: a TLS config is required")
+	}
+	switch {
+	case cfg.ClientAuth == tls.RequireAndVerifyClientCert:
+	case cfg.ClientAuth == tls.RequireAnyClientCert && (cfg.VerifyConnection != nil || cfg.VerifyPeerCertificate != nil):
+	default:
+		return nil, errors.New("stream: the TLS config must require and verify client certificates")
+	}
+	cfg = cfg.Clone()
+	cfg.MinVersion = tls.VersionTLS13
+	return cfg, nil
+}

@@ -1,0 +1,50 @@
+package stream
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+)
+
+// UnaryInterceptor refuses every unary call: the stream listener serves no unary method, and
+// Bootstrap belongs to the bootstrap listener.
+func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, _ any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+		return nil, s.refuse(ctx, deny(ReasonMethodNotAllowed, "method %s is not served here", info.FullMethod))
+	}
+}
+
+// StreamInterceptor is the authorization choke point of the stream listener: only the Stream
+// method passes, and only with a peer whose certificate verifies against the current bundle and
+// carries one ServiceAccount SPIFFE ID of the trust domain. The identity travels to the handler
+// in the stream context. Unknown methods, including those of unknown services, are refused.
+func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx := ss.Context()
+		if info.FullMethod != discoveryv1.Discovery_Stream_FullMethodName {
+			return s.refuse(ctx, deny(ReasonMethodNotAllowed, "method %s is not served here", info.FullMethod))
+		}
+		id, err := s.peers.identity(ctx)
+		if err != nil {
+			return s.refuse(ctx, deny(ReasonNoPeerIdentity, "%v", err))
+		}
+		return handler(srv, &identifiedStream{ServerStream: ss, ctx: withIdentity(ctx, id)})
+	}
+}
+
+// identifiedStream carries the verified identity in its context.
+type identifiedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *identifiedStream) Context() context.Context { return s.ctx }
+
+// UnknownServiceHandler answers methods no service registered; the interceptor refuses them
+// first, so this only runs if it is left out of the chain.
+func UnknownServiceHandler(any, grpc.ServerStream) error {
+	return status.Error(ReasonMethodNotAllowed.Code(), "unknown method")
+}

@@ -1,0 +1,160 @@
+package stream
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/server/cache"
+)
+
+// maxDetailLength bounds how much of a NACK detail is logged.
+const maxDetailLength = 256
+
+// session is one subscribed stream. Only its run goroutine touches the push state.
+type session struct {
+	srv    *Server
+	id     Identity
+	nodeID string
+	scope  cache.Scope
+	stream discoveryv1.Discovery_StreamServer
+	recv   <-chan received
+	watch  *cache.Watch
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// acked is what the proxy holds; nil until its first ACK.
+	acked *cache.Snapshot
+	// inflight is the message awaiting its ACK or NACK; nil when none.
+	inflight *inflight
+	// needFull asks for a full snapshot: at the start and after a NACK.
+	needFull bool
+	// rejected is a version whose full snapshot was NACKed; it is not sent again.
+	rejected string
+	nonces   uint64
+}
+
+type inflight struct {
+	snap  *cache.Snapshot
+	nonce string
+	full  bool
+}
+
+// newSession derives the session context, which ends with the stream or on cancel.
+func newSession(ctx context.Context, s *Server, id Identity, nodeID string, scope cache.Scope,
+	stream discoveryv1.Discovery_StreamServer, recv <-chan received,
+) *session {
+	sctx, cancel := context.WithCancelCause(ctx)
+	return &session{
+		srv: s, id: id, nodeID: nodeID, scope: scope, stream: stream, recv: recv,
+		ctx: sctx, cancel: cancel, needFull: true,
+	}
+}
+
+// run pushes snapshots until the client leaves, breaks the protocol, the session is cancelled or
+// the peer certificate expires.
+func (p *session) run() error {
+	expiry := time.AfterFunc(p.id.NotAfter.Sub(p.srv.now()), func() {
+		p.cancel(deny(ReasonCertificateExpired, "peer certificate expired at %s", p.id.NotAfter.UTC().Format(time.RFC3339)))
+	})
+	defer expiry.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return context.Cause(p.ctx)
+		case <-p.watch.Changed():
+		case r := <-p.recv:
+			if r.err != nil {
+				return r.err
+			}
+			if err := p.handle(r.msg); err != nil {
+				return err
+			}
+		}
+		if err := p.push(); err != nil {
+			return err
+		}
+	}
+}
+
+// handle applies an ACK or NACK of the message in flight; anything else breaks the protocol.
+func (p *session) handle(msg *discoveryv1.ClientMessage) error {
+	switch k := msg.GetKind().(type) {
+	case *discoveryv1.ClientMessage_Ack:
+		return p.ack(k.Ack.GetVersion(), k.Ack.GetNonce())
+	case *discoveryv1.ClientMessage_Nack:
+		return p.nack(k.Nack.GetVersion(), k.Nack.GetNonce(), k.Nack.GetDetail())
+	case *discoveryv1.ClientMessage_Subscribe:
+		return deny(ReasonProtocolViolation, "Subscribe sent twice")
+	default:
+		return deny(ReasonProtocolViolation, "empty client message")
+	}
+}
+
+func (p *session) answered(version, nonce string) (*inflight, error) {
+	f := p.inflight
+	if f == nil || f.nonce != nonce || f.snap.Version() != version {
+		return nil, deny(ReasonProtocolViolation, "answer for version %q nonce %q, which is not in flight", version, nonce)
+	}
+	p.inflight = nil
+	return f, nil
+}
+
+func (p *session) ack(version, nonce string) error {
+	f, err := p.answered(version, nonce)
+	if err != nil {
+		return err
+	}
+	p.acked, p.needFull, p.rejected = f.snap, false, ""
+	p.srv.metrics.acks.Inc()
+	p.srv.metrics.ackDelay.Observe(p.srv.now().Sub(f.snap.CreatedAt()).Seconds())
+	return nil
+}
+
+func (p *session) nack(version, nonce, detail string) error {
+	f, err := p.answered(version, nonce)
+	if err != nil {
+		return err
+	}
+	p.needFull = true
+	if f.full {
+		p.rejected = version
+	}
+	p.srv.metrics.nacks.Inc()
+	if len(detail) > maxDetailLength {
+		detail = detail[:maxDetailLength]
+	}
+	p.srv.log.Info("Proxy rejected snapshot", "nodeID", p.nodeID, "scope", p.scope.String(),
+		"version", version, "full", f.full, "detail", detail)
+	return nil
+}
+
+// push sends the latest snapshot when nothing is in flight and the proxy lacks it: in full at
+// the start and after a NACK, else as a delta against what the proxy acknowledged.
+func (p *session) push() error {
+	snap := p.watch.Snapshot()
+	if p.inflight != nil || snap == nil || snap.Version() == p.rejected {
+		return nil
+	}
+	if !p.needFull && p.acked.Version() == snap.Version() {
+		return nil
+	}
+	p.nonces++
+	msg := &discoveryv1.Snapshot{Version: snap.Version(), Nonce: strconv.FormatUint(p.nonces, 10), Full: p.needFull}
+	kind := "delta"
+	if p.needFull {
+		kind, msg.Resources = "full", snap.Resources()
+	} else {
+		msg.Resources, msg.RemovedKeys = cache.Diff(p.acked, snap)
+	}
+	if err := p.stream.Send(&discoveryv1.ServerMessage{Kind: &discoveryv1.ServerMessage_Snapshot{Snapshot: msg}}); err != nil {
+		return err
+	}
+	p.inflight = &inflight{snap: snap, nonce: msg.GetNonce(), full: msg.GetFull()}
+	p.srv.metrics.sent.WithLabelValues(kind).Inc()
+	p.srv.log.V(1).Info("Sent snapshot", "nodeID", p.nodeID, "scope", p.scope.String(), "version", snap.Version(),
+		"kind", kind, "resources", len(msg.GetResources()), "removed", len(msg.GetRemovedKeys()))
+	return nil
+}

@@ -1,0 +1,96 @@
+package stream
+
+import (
+	"context"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/server/cache"
+)
+
+// maxNodeIDLength bounds the node ID a proxy may claim.
+const maxNodeIDLength = 253
+
+// received is one result of Recv.
+type received struct {
+	msg *discoveryv1.ClientMessage
+	err error
+}
+
+// receive reads the stream in its own goroutine until Recv fails or the stream ends, so that the
+// session can wait for client messages, cache changes and cancellation at once.
+func receive(stream discoveryv1.Discovery_StreamServer) <-chan received {
+	ch := make(chan received)
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			select {
+			case ch <- received{msg: msg, err: err}:
+			case <-stream.Context().Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// open authorizes a subscription and registers its node: a node ID is bound to the identity of
+// its live stream, and a new stream of the same identity supersedes the old one.
+func (s *Server) open(ctx context.Context, id Identity, sub *discoveryv1.Subscribe, stream discoveryv1.Discovery_StreamServer, recv <-chan received) (*session, error) {
+	scope, err := cache.ScopeFromProto(sub.GetScope())
+	if err != nil {
+		return nil, deny(ReasonInvalidSubscribe, "%v", err)
+	}
+	nodeID := sub.GetNodeId()
+	if nodeID == "" || len(nodeID) > maxNodeIDLength {
+		return nil, deny(ReasonInvalidSubscribe, "node ID must have 1 to %d bytes", maxNodeIDLength)
+	}
+	if err := s.authorize(id, scope); err != nil {
+		return nil, err
+	}
+	sess := newSession(ctx, s, id, nodeID, scope, stream, recv)
+	if err := s.register(sess); err != nil {
+		sess.cancel(err)
+		return nil, err
+	}
+	sess.watch = s.cache.Watch(scope)
+	return sess, nil
+}
+
+func (s *Server) register(sess *session) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return deny(ReasonShutdown, "server shutting down")
+	}
+	if old := s.sessions[sess.nodeID]; old != nil {
+		if old.id.ID != sess.id.ID {
+			return deny(ReasonNodeIDConflict, "node ID %q is bound to another identity", sess.nodeID)
+		}
+		old.cancel(deny(ReasonSuperseded, "a new stream of node %q replaced this one", sess.nodeID))
+	}
+	s.sessions[sess.nodeID] = sess
+	s.scopeCounts[sess.scope]++
+	s.metrics.connected.WithLabelValues(sess.scope.String()).Inc()
+	return nil
+}
+
+// close unregisters a session that ended.
+func (s *Server) close(sess *session) {
+	sess.watch.Cancel()
+	sess.cancel(nil)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[sess.nodeID] == sess {
+		delete(s.sessions, sess.nodeID)
+	}
+	s.scopeCounts[sess.scope]--
+	if s.scopeCounts[sess.scope] > 0 {
+		s.metrics.connected.WithLabelValues(sess.scope.String()).Dec()
+		return
+	}
+	delete(s.scopeCounts, sess.scope)
+	s.metrics.connected.DeleteLabelValues(sess.scope.String())
+}
