@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"slices"
+
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"coxswain.dev/coxswain/internal/graph"
@@ -29,7 +31,7 @@ func (sb *scopeBuilder) compileFilter(f graph.Filter, l *graph.Listener) (Filter
 }
 
 func compileHeaders(m *gwapiv1.HTTPHeaderFilter) *HeaderModifier {
-	out := &HeaderModifier{Remove: m.Remove}
+	out := &HeaderModifier{Remove: slices.Clone(m.Remove)}
 	for _, h := range m.Set {
 		out.Set = append(out.Set, Header{Name: string(h.Name), Value: h.Value})
 	}
