@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,8 +30,8 @@ import (
 
 // Reasons of the CoxswainConfig Ready condition.
 const (
-	ReasonReady           = "Ready"
-	ReasonInvalidSettings = "InvalidSettings"
+	ReasonReady             = "Ready"
+	ReasonInvalidSettings   = "InvalidSettings"
 	ReasonComponentNotReady = "ComponentNotReady"
 )
 
@@ -172,4 +172,3 @@ func (r *CoxswainConfigReconciler) forwardBoard(ctx context.Context, out chan<- 
 		}
 	}
 }
-

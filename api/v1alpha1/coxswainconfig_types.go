@@ -168,7 +168,3 @@ type CoxswainConfigList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []CoxswainConfig `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&CoxswainConfig{}, &CoxswainConfigList{})
-}

@@ -60,7 +60,3 @@ type CoxswainGatewayParametersList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []CoxswainGatewayParameters `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&CoxswainGatewayParameters{}, &CoxswainGatewayParametersList{})
-}

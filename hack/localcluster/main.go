@@ -102,7 +102,8 @@ func run(args []string) (int, error) {
 }
 
 func runCommand(ctx context.Context, args, env []string) (int, error) {
-	cmd := exec.Command(args[0], args[1:]...) //nolint:gosec // runs the command its user asked for
+	// Not CommandContext: on cancellation the whole process group gets SIGTERM, not SIGKILL.
+	cmd := exec.Command(args[0], args[1:]...) //nolint:gosec,noctx // runs the command its user asked for
 	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

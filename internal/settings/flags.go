@@ -78,7 +78,7 @@ func (f *Flags) Settings() (Settings, error) {
 	}
 	s.CAMode, s.SVIDTTL = mode, ttl
 	s.CASecretName, s.TrustDomain = f.caSecret, f.trustDomain
-	s.Port, s.BootstrapPort = int32(f.port), int32(f.bootstrapPort) //nolint:gosec // range-checked by Validate
+	s.Port, s.BootstrapPort = int32(f.port), int32(f.bootstrapPort)      //nolint:gosec // range-checked by Validate
 	s.ProxyImage, s.ProxyReplicas = f.proxyImage, int32(f.proxyReplicas) //nolint:gosec // range-checked by Validate
 	if err := errors.Join(errs...); err != nil {
 		return Settings{}, err

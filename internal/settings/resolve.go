@@ -1,8 +1,9 @@
 package settings
 
 import (
-	"coxswain.dev/coxswain/api/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"coxswain.dev/coxswain/api/v1alpha1"
 )
 
 // Resolve lays the fields set in a CoxswainConfig spec over base and validates the result. The

@@ -7,17 +7,17 @@ import (
 	"strings"
 	"time"
 
-	"coxswain.dev/coxswain/discovery/wellknown"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
+	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
 // Environment variables that give the operator's defaults.
 const (
 	EnvCAMode        = "COXSWAIN_DISCOVERY_CA_MODE"
-	EnvCASecret      = "COXSWAIN_DISCOVERY_CA_SECRET"
+	EnvCASecret      = "COXSWAIN_DISCOVERY_CA_SECRET" //nolint:gosec // the name of a variable, not a credential
 	EnvSVIDTTL       = "COXSWAIN_DISCOVERY_SVID_TTL"
 	EnvTrustDomain   = "COXSWAIN_DISCOVERY_TRUST_DOMAIN"
 	EnvPort          = "COXSWAIN_DISCOVERY_PORT"
@@ -112,7 +112,7 @@ func ValidateTrustDomain(td string) error {
 		return errors.New("must be at most 255 characters")
 	}
 	for _, c := range td {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+		if !validTrustDomainChar(c) {
 			return fmt.Errorf("%q has the character %q; only lowercase letters, digits, '.', '-' and '_' are allowed (no scheme, port or path)", td, c)
 		}
 	}
@@ -125,4 +125,8 @@ func parsePort(s string) (int32, error) {
 		return 0, fmt.Errorf("%q is not a port number", s)
 	}
 	return int32(n), nil
+}
+
+func validTrustDomainChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_'
 }

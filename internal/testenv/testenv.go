@@ -20,7 +20,7 @@ func ProjectRoot() (string, error) {
 		return "", fmt.Errorf("find project root: %w", err)
 	}
 	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod")) //nolint:gosec // walks up from the working directory
 		if err == nil && strings.Contains(string(data), "module coxswain.dev/coxswain\n") {
 			return dir, nil
 		}
