@@ -1,0 +1,209 @@
+package client
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/pki"
+	"coxswain.dev/coxswain/discovery/tlsconfig"
+	"coxswain.dev/coxswain/discovery/wellknown"
+)
+
+// maxTokenBytes bounds the token file.
+const maxTokenBytes = 16 << 10
+
+// ErrInvalidResponse reports a bootstrap answer that does not hold a usable SVID for our key.
+var ErrInvalidResponse = errors.New("client: invalid bootstrap response")
+
+// BootstrapConfig says where and how to bootstrap.
+type BootstrapConfig struct {
+	// Address is the bootstrap listener, host:port.
+	Address string
+	// ServerName is the DNS name the controller's serving certificate must carry.
+	ServerName string
+	// TokenPath and BundlePath default to wellknown.TokenPath and wellknown.TrustBundlePath.
+	TokenPath  string
+	BundlePath string
+	// Scope is the scope the proxy will subscribe to, for the controller's logs and events.
+	Scope *discoveryv1.Scope
+	// DialOptions are added to the connection's options (tests, custom dialers).
+	DialOptions []grpc.DialOption
+}
+
+// SVID is an issued identity: the certificate with its in-memory private key, the trust bundle
+// the controller handed out and the certificate's expiry.
+type SVID struct {
+	Certificate *tls.Certificate
+	Bundle      *pki.Bundle
+	NotAfter    time.Time
+}
+
+// Bootstrap reads the token and trust bundle files, makes a fresh ECDSA P-256 key, and asks the
+// controller, verified against the bundle, to sign it. The key never leaves the process. A gRPC
+// status from the controller is kept in the error chain (see IsPermanent).
+func Bootstrap(ctx context.Context, cfg BootstrapConfig) (*SVID, error) {
+	token, bundle, err := readCredentials(cfg)
+	if err != nil {
+		return nil, err
+	}
+	key, csr, err := newCSR()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := callBootstrap(ctx, cfg, bundle, &discoveryv1.BootstrapRequest{
+		WireVersion: discoveryv1.WireVersion, Token: token, Csr: csr, Scope: cfg.Scope,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return parseResponse(resp, key)
+}
+
+func readCredentials(cfg BootstrapConfig) (string, *pki.Bundle, error) {
+	token, err := readFile(orDefault(cfg.TokenPath, wellknown.TokenPath), maxTokenBytes)
+	if err != nil {
+		return "", nil, fmt.Errorf("read token: %w", err)
+	}
+	bundlePEM, err := readFile(orDefault(cfg.BundlePath, wellknown.TrustBundlePath), pki.MaxBundleBytes)
+	if err != nil {
+		return "", nil, fmt.Errorf("read trust bundle: %w", err)
+	}
+	bundle, err := pki.ParseBundlePEM(bundlePEM)
+	if err != nil {
+		return "", nil, fmt.Errorf("parse trust bundle: %w", err)
+	}
+	t := strings.TrimSpace(string(token))
+	if t == "" {
+		return "", nil, errors.New("read token: empty")
+	}
+	return t, bundle, nil
+}
+
+// readFile reads at most limit bytes of path, failing on anything longer.
+func readFile(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path) //nolint:gosec // the paths are the proxy's own mounts
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return data, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// newCSR makes a fresh key and a CSR without names: the controller names the certificate.
+func newCSR() (crypto.Signer, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate key: %w", err)
+	}
+	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create CSR: %w", err)
+	}
+	return key, csr, nil
+}
+
+func callBootstrap(ctx context.Context, cfg BootstrapConfig, bundle *pki.Bundle, req *discoveryv1.BootstrapRequest) (*discoveryv1.BootstrapResponse, error) {
+	if cfg.Address == "" || cfg.ServerName == "" {
+		return nil, errors.New("bootstrap: address and server name are required")
+	}
+	creds := credentials.NewTLS(tlsconfig.BootstrapClient(tlsconfig.NewRotatingBundle(bundle), cfg.ServerName))
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(discoveryv1.MaxBootstrapRequestBytes)),
+	}, cfg.DialOptions...)
+	conn, err := grpc.NewClient(cfg.Address, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap %s: %w", cfg.Address, err)
+	}
+	defer func() { _ = conn.Close() }()
+	resp, err := discoveryv1.NewDiscoveryClient(conn).Bootstrap(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap %s: %w", cfg.Address, err)
+	}
+	return resp, nil
+}
+
+// parseResponse checks that the chain's leaf verifies against the returned bundle and is for key.
+func parseResponse(resp *discoveryv1.BootstrapResponse, key crypto.Signer) (*SVID, error) {
+	chain, err := parseChain(resp.GetSvidChainPem())
+	if err != nil {
+		return nil, err
+	}
+	bundle, err := pki.ParseBundlePEM(resp.GetTrustBundlePem())
+	if err != nil {
+		return nil, fmt.Errorf("%w: trust bundle: %w", ErrInvalidResponse, err)
+	}
+	leaf := chain[0]
+	opts := x509.VerifyOptions{Roots: bundle.Pool(), Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	for _, c := range chain[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := leaf.Verify(opts); err != nil {
+		return nil, fmt.Errorf("%w: certificate does not verify against the bundle: %w", ErrInvalidResponse, err)
+	}
+	if pub, ok := key.Public().(*ecdsa.PublicKey); !ok || !pub.Equal(leaf.PublicKey) {
+		return nil, fmt.Errorf("%w: certificate is not for our key", ErrInvalidResponse)
+	}
+	return &SVID{Certificate: tlsconfig.NewCertificate(key, chain...), Bundle: bundle, NotAfter: leaf.NotAfter}, nil
+}
+
+func parseChain(data []byte) ([]*x509.Certificate, error) {
+	var chain []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidResponse, err)
+		}
+		chain = append(chain, c)
+	}
+	if len(chain) == 0 {
+		return nil, fmt.Errorf("%w: no certificate", ErrInvalidResponse)
+	}
+	return chain, nil
+}
+
+// IsPermanent reports whether err is a refusal that retrying cannot fix: a wire version the
+// controller does not speak (FAILED_PRECONDITION). The supervisor stops retrying on it.
+func IsPermanent(err error) bool {
+	return status.Code(err) == codes.FailedPrecondition
+}
