@@ -1,0 +1,79 @@
+package identity
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+
+	"coxswain.dev/coxswain/api/v1alpha1"
+	"coxswain.dev/coxswain/discovery/server/bootstrap"
+	"coxswain.dev/coxswain/discovery/wellknown"
+)
+
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+const (
+	// eventAction is the action of a BootstrapRejected event.
+	eventAction = "Bootstrap"
+	// maxNoteBytes keeps an event note under the API server's 1 KiB limit.
+	maxNoteBytes = 1000
+)
+
+// Reporter implements bootstrap.Reporter with a BootstrapRejected Warning event about an object
+// of the controller's namespace, so that
+//
+//	kubectl -n <ns> get events --field-selector reason=BootstrapRejected
+//
+// lists every refusal. The note carries the principal, the reason and the detail, never a token.
+type Reporter struct {
+	recorder  events.EventRecorder
+	regarding *corev1.ObjectReference
+}
+
+var _ bootstrap.Reporter = (*Reporter)(nil)
+
+// NewReporter returns a Reporter that records events about regarding with recorder (the
+// manager's GetEventRecorder). The recorder drops events rather than block when its queue is
+// full, and its series logic folds a flood of identical refusals into one counted event.
+func NewReporter(recorder events.EventRecorder, regarding corev1.ObjectReference) *Reporter {
+	return &Reporter{recorder: recorder, regarding: &regarding}
+}
+
+// BootstrapRejected records one refusal.
+func (r *Reporter) BootstrapRejected(_ context.Context, rej bootstrap.Rejection) {
+	note := fmt.Sprintf("Rejected bootstrap of %s (reason %s, code %s) from %s: %s",
+		principalString(rej.Principal), rej.Reason, rej.Code, peerString(rej.Peer), rej.Message)
+	if len(note) > maxNoteBytes {
+		note = note[:maxNoteBytes]
+	}
+	r.recorder.Eventf(r.regarding, nil, corev1.EventTypeWarning, wellknown.EventReasonBootstrapRejected, eventAction, "%s", note)
+}
+
+func principalString(p bootstrap.Principal) string {
+	if p.PodName != "" {
+		return p.String() + " (pod " + p.PodName + ")"
+	}
+	return p.String()
+}
+
+func peerString(peer string) string {
+	if peer == "" {
+		return "an unknown peer"
+	}
+	return peer
+}
+
+// ControllerReference returns the object BootstrapRejected events are about: the controller's
+// own Pod when podName is known (the downward API's POD_NAME), so that each replica's refusals
+// show on `kubectl describe pod`; otherwise the CoxswainConfig the operator reads, which every
+// replica shares. Both live in the controller namespace, where the events are recorded.
+func ControllerReference(namespace, podName, configName string) corev1.ObjectReference {
+	if podName != "" {
+		return corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: namespace, Name: podName}
+	}
+	return corev1.ObjectReference{
+		APIVersion: v1alpha1.GroupVersion.String(), Kind: "CoxswainConfig", Namespace: namespace, Name: configName,
+	}
+}
