@@ -59,16 +59,24 @@ test: k8s-assets ## Run every test of every module against a real kube-apiserver
 	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s"; \
 	for m in $(MODULES); do echo "test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
 
-.PHONY: verify
-verify: manifests generate ## Regenerate everything and fail on any difference (and check go.mod tidiness).
-	@for m in $(MODULES); do (cd $$m && go mod tidy); done
-	@git add -N . && if ! git diff --exit-code --stat; then \
-		echo "verify: generated files, manifests or go.mod are out of date: run 'make manifests generate' and 'go mod tidy'"; exit 1; fi
-	@$(MAKE) --no-print-directory check-golden
+# Files that generators write: verify fails when regenerating them changes anything.
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml config/gateway-api \
+	discovery/api $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum)
 
-.PHONY: check-golden
-check-golden: ## Fail when a golden file no longer matches its input.
-	go test ./internal/... -run 'Golden' -count=1 >/dev/null
+.PHONY: verify
+verify: manifests generate ## Regenerate code, manifests and go.sum; fail on any difference or stale golden file.
+	@for m in $(MODULES); do (cd $$m && go mod tidy); done
+	@changed="$$(git status --porcelain --untracked-files=all -- $(GENERATED))"; \
+	if [ -n "$$changed" ]; then \
+		echo "$$changed"; git --no-pager diff --stat -- $(GENERATED); \
+		echo "verify: generated files are out of date: run 'make manifests generate', 'go mod tidy' in each module, and commit"; \
+		exit 1; \
+	fi
+	go test -count=1 -run 'Golden' ./internal/...
+
+.PHONY: bench
+bench: ## Benchmark the proxy against nginx and haproxy on loopback (installs what it needs); writes BENCHMARKS.md figures.
+	hack/bench.sh
 
 ##@ Build
 
