@@ -114,15 +114,21 @@ func TestBootstrapChecksTheAnswer(t *testing.T) {
 		{"a certificate for another key is refused", &lyingController{resp: &discoveryv1.BootstrapResponse{
 			SvidChainPem: pemOf(forOtherKey.Certificate[0]), TrustBundlePem: bundle.PEM(), NotAfter: timestamppb.Now(),
 		}}, func(err error) bool { return errors.Is(err, client.ErrInvalidResponse) }},
-		{"an empty answer is refused", &lyingController{resp: &discoveryv1.BootstrapResponse{}},
-			func(err error) bool { return errors.Is(err, client.ErrInvalidResponse) }},
+		{
+			"an empty answer is refused", &lyingController{resp: &discoveryv1.BootstrapResponse{}},
+			func(err error) bool { return errors.Is(err, client.ErrInvalidResponse) },
+		},
 		{"a certificate outside the bundle is refused", &lyingController{resp: &discoveryv1.BootstrapResponse{
 			SvidChainPem: pemOf(foreign.Certificate[0]), TrustBundlePem: bundle.PEM(),
 		}}, func(err error) bool { return errors.Is(err, client.ErrInvalidResponse) }},
-		{"a wire version refusal is permanent", &lyingController{err: status.Error(codes.FailedPrecondition, "wire version")},
-			client.IsPermanent},
-		{"a permission refusal is not permanent", &lyingController{err: status.Error(codes.PermissionDenied, "no")},
-			func(err error) bool { return status.Code(err) == codes.PermissionDenied && !client.IsPermanent(err) }},
+		{
+			"a wire version refusal is permanent", &lyingController{err: status.Error(codes.FailedPrecondition, "wire version")},
+			client.IsPermanent,
+		},
+		{
+			"a permission refusal is not permanent", &lyingController{err: status.Error(codes.PermissionDenied, "no")},
+			func(err error) bool { return status.Code(err) == codes.PermissionDenied && !client.IsPermanent(err) },
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,8 +21,6 @@ import (
 	"coxswain.dev/coxswain/discovery/server/servertest"
 )
 
-const sharedProxyID = "spiffe://cluster.local/ns/coxswain-system/sa/coxswain-shared-proxy"
-
 func mustBundle(t *testing.T, p *servertest.PKI) *pki.Bundle {
 	t.Helper()
 	b, err := p.Bundle.Bundle()

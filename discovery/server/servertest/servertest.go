@@ -1,6 +1,7 @@
 package servertest
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -92,7 +93,7 @@ func (p *PKI) SVID(t testing.TB, id string) *tls.Certificate {
 // Serve serves gs on a fresh loopback listener until the test ends and returns its address.
 func Serve(t testing.TB, gs *grpc.Server) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,16 +70,16 @@ func deny(reason Reason, format string, args ...any) error {
 
 // toStatus converts a session's end into what the handler returns: nil for a client that hung
 // up, the status of a denial, or the status of a transport error.
-func toStatus(err error) (error, Reason) {
+func toStatus(err error) (Reason, error) {
 	var d *denial
 	switch {
 	case err == nil, errors.Is(err, io.EOF):
-		return nil, ""
+		return "", nil
 	case errors.As(err, &d):
-		return status.Error(d.reason.Code(), d.Error()), d.reason
+		return d.reason, status.Error(d.reason.Code(), d.Error())
 	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error()), ""
+		return "", status.Error(codes.Canceled, err.Error())
 	default:
-		return status.Convert(err).Err(), ""
+		return "", status.Convert(err).Err()
 	}
 }

@@ -103,7 +103,7 @@ func (s *Server) Stream(stream discoveryv1.Discovery_StreamServer) error {
 	}
 	defer s.close(sess)
 	s.log.Info("Proxy subscribed", "nodeID", sess.nodeID, "spiffeID", id.ID.String(), "scope", sess.scope.String())
-	err, reason := toStatus(sess.run())
+	reason, err := toStatus(sess.run())
 	s.log.Info("Proxy stream closed", "nodeID", sess.nodeID, "scope", sess.scope.String(), "reason", reason, "error", err)
 	if reason != "" {
 		s.metrics.denied.WithLabelValues(string(reason)).Inc()
@@ -137,7 +137,7 @@ func (s *Server) awaitSubscribe(ctx context.Context, recv <-chan received) (*dis
 
 // refuse counts and logs a stream the server refused and returns its status.
 func (s *Server) refuse(ctx context.Context, err error) error {
-	st, reason := toStatus(err)
+	reason, st := toStatus(err)
 	if reason != "" {
 		s.metrics.denied.WithLabelValues(string(reason)).Inc()
 	}
