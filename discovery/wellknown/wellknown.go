@@ -41,6 +41,12 @@ const (
 
 	// SharedProxyServiceAccount is the ServiceAccount of the shared proxy pool.
 	SharedProxyServiceAccount = "coxswain-shared-proxy"
+	// ControllerServiceAccount is the controller's ServiceAccount in the install namespace; the
+	// controller's serving certificate carries its SPIFFE ID, which proxies authorize.
+	ControllerServiceAccount = "coxswain-controller"
+	// DiscoveryServiceName is the Service in front of the controller's discovery listeners; its
+	// DNS names are in the controller's serving certificate.
+	DiscoveryServiceName = "coxswain-discovery"
 
 	// EventReasonBootstrapRejected is the reason of the Warning event for a refused bootstrap.
 	EventReasonBootstrapRejected = "BootstrapRejected"
