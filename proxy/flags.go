@@ -1,0 +1,123 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+
+	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/proxy/internal/agent"
+)
+
+// defaultDiscoveryHost is the in-cluster name of the controller's discovery Service.
+const defaultDiscoveryHost = "coxswain-discovery." + wellknown.InstallNamespace + ".svc"
+
+// options are the proxy's command-line flags.
+type options struct {
+	streamAddress    string
+	bootstrapAddress string
+	serverName       string
+	controllerID     string
+	tokenPath        string
+	trustBundlePath  string
+	gatewayNamespace string
+	gatewayName      string
+	nodeID           string
+	healthAddress    string
+	verbosity        int
+	shutdownTimeout  time.Duration
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	fs.StringVar(&o.streamAddress, "discovery-endpoint", net.JoinHostPort(defaultDiscoveryHost, strconv.Itoa(wellknown.StreamPort)),
+		"host:port of the controller's mTLS snapshot stream listener.")
+	fs.StringVar(&o.bootstrapAddress, "bootstrap-endpoint", "",
+		"host:port of the controller's bootstrap listener; the discovery endpoint's host on the bootstrap port when empty.")
+	fs.StringVar(&o.serverName, "discovery-server-name", "",
+		"DNS name the controller's certificate must carry; the bootstrap endpoint's host when empty.")
+	fs.StringVar(&o.controllerID, "controller-spiffe-id", "",
+		"SPIFFE ID the stream server must present; any ID of the trust domain when empty.")
+	fs.StringVar(&o.tokenPath, "token-path", wellknown.TokenPath, "Projected ServiceAccount token file, re-read on every bootstrap.")
+	fs.StringVar(&o.trustBundlePath, "trust-bundle-path", wellknown.TrustBundlePath, "Trust bundle PEM file, re-read on every bootstrap.")
+	fs.StringVar(&o.gatewayNamespace, "gateway-namespace", "", "Namespace of the Gateway of a dedicated proxy; empty for the shared pool.")
+	fs.StringVar(&o.gatewayName, "gateway-name", "", "Name of the Gateway of a dedicated proxy; empty for the shared pool.")
+	fs.StringVar(&o.nodeID, "node-id", "", "Node ID of this proxy; $POD_NAME (or the host name) with a random suffix when empty.")
+	fs.StringVar(&o.healthAddress, "health-address", ":8081", "Listen address of /healthz, /readyz and /metrics.")
+	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity: 0 or 1.")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "How long to drain on SIGTERM.")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return o, o.complete()
+}
+
+// complete fills in the defaults that depend on other flags.
+func (o *options) complete() error {
+	if (o.gatewayNamespace == "") != (o.gatewayName == "") {
+		return errors.New("--gateway-namespace and --gateway-name go together")
+	}
+	if o.bootstrapAddress == "" {
+		host, _, err := net.SplitHostPort(o.streamAddress)
+		if err != nil {
+			return fmt.Errorf("--discovery-endpoint: %w", err)
+		}
+		o.bootstrapAddress = net.JoinHostPort(host, strconv.Itoa(wellknown.BootstrapPort))
+	}
+	if o.nodeID == "" {
+		id, err := defaultNodeID()
+		if err != nil {
+			return err
+		}
+		o.nodeID = id
+	}
+	return nil
+}
+
+// defaultNodeID is the pod name, or else the host name, with a random suffix that tells apart
+// the instances of one pod name across restarts.
+func defaultNodeID() (string, error) {
+	name := os.Getenv("POD_NAME")
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("node ID: %w", err)
+		}
+		name = h
+	}
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		return "", fmt.Errorf("node ID: %w", err)
+	}
+	return name + "-" + hex.EncodeToString(suffix), nil
+}
+
+func (o *options) scope() agent.Scope {
+	if o.gatewayName != "" {
+		return agent.GatewayScope(o.gatewayNamespace, o.gatewayName)
+	}
+	return agent.SharedPoolScope()
+}
+
+func (o *options) controllerSPIFFEID() (spiffeid.ID, error) {
+	if o.controllerID == "" {
+		return spiffeid.ID{}, nil
+	}
+	id, err := spiffeid.FromString(o.controllerID)
+	if err != nil {
+		return spiffeid.ID{}, fmt.Errorf("--controller-spiffe-id: %w", err)
+	}
+	return id, nil
+}
