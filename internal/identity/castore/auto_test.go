@@ -1,0 +1,155 @@
+package castore
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"coxswain.dev/coxswain/discovery/pki"
+	"coxswain.dev/coxswain/discovery/wellknown"
+)
+
+func getSecret(t *testing.T, ns string) *corev1.Secret {
+	t.Helper()
+	s, err := clientset.CoreV1().Secrets(ns).Get(t.Context(), wellknown.CASecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get CA Secret: %v", err)
+	}
+	return s
+}
+
+// Tests that a corrupt Auto mode Secret fails closed and is not overwritten.
+func TestAutoCorruptSecretFailsClosed(t *testing.T) {
+	ns := newNamespace(t, "auto-corrupt")
+	createSecret(t, certManagerSecret(ns, []byte("garbage"), []byte("garbage")))
+	h := startStore(t, ns)
+	h.waitReason(t, metav1.ConditionFalse, ReasonCASecretInvalid)
+	waitEvent(t, ns, ReasonCASecretInvalid)
+	if got := getSecret(t, ns).Data["tls.crt"]; string(got) != "garbage" {
+		t.Fatal("Auto mode overwrote a Secret it could not read")
+	}
+}
+
+// Tests that Auto mode creates a kubernetes.io/tls Secret holding an ECDSA P-256 CA for the
+// trust domain, signs with it and publishes its root.
+func TestAutoCreatesSecret(t *testing.T) {
+	ns := newNamespace(t, "auto-create")
+	h := startStore(t, ns)
+	ca := h.waitCA(t)
+	h.waitReason(t, metav1.ConditionTrue, ReasonCALoaded)
+
+	secret := getSecret(t, ns)
+	if secret.Type != corev1.SecretTypeTLS {
+		t.Errorf("Secret type %s, want %s", secret.Type, corev1.SecretTypeTLS)
+	}
+	stored, err := pki.ParseCA(secret.Data["tls.crt"], secret.Data["tls.key"])
+	if err != nil {
+		t.Fatalf("the Secret holds no CA: %v", err)
+	}
+	if !sameCA(stored, ca) {
+		t.Fatal("the store signs with another CA than the Secret's")
+	}
+	if k, ok := ca.Signer().Public().(*ecdsa.PublicKey); !ok || k.Curve != elliptic.P256() {
+		t.Errorf("CA key %T, want ECDSA P-256", ca.Signer().Public())
+	}
+	if got := ca.Certificate().PermittedURIDomains; len(got) != 1 || got[0] != wellknown.DefaultTrustDomain {
+		t.Errorf("CA name constraints %q, want [%s]", got, wellknown.DefaultTrustDomain)
+	}
+	if life := ca.Certificate().NotAfter.Sub(time.Now()); life > DefaultCALifetime || life < DefaultCALifetime-time.Hour {
+		t.Errorf("CA lives %s, want about %s", life, DefaultCALifetime)
+	}
+	waitPublished(t, ns, pki.NewBundle(ca.Certificate()))
+}
+
+// Tests that replicas starting together end with the one CA the first of them stored.
+func TestAutoReplicasAgree(t *testing.T) {
+	ns := newNamespace(t, "auto-race")
+	replicas := []*harness{startStore(t, ns), startStore(t, ns), startStore(t, ns)}
+	first := replicas[0].waitCA(t)
+	for i, h := range replicas[1:] {
+		if ca := h.waitCA(t); !sameCA(ca, first) {
+			t.Fatalf("replica %d signs with another CA", i+1)
+		}
+	}
+	stored, err := pki.ParseCA(getSecret(t, ns).Data["tls.crt"], getSecret(t, ns).Data["tls.key"])
+	if err != nil || !sameCA(stored, first) {
+		t.Fatalf("the Secret holds another CA (%v)", err)
+	}
+}
+
+// Tests that a deleted Auto mode Secret is written back with the same CA, so issued SVIDs stay
+// valid.
+func TestAutoRecreatesDeletedSecret(t *testing.T) {
+	ns := newNamespace(t, "auto-deleted")
+	h := startStore(t, ns)
+	ca := h.waitCA(t)
+	if err := clientset.CoreV1().Secrets(ns).Delete(t.Context(), wellknown.CASecretName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "the Secret to come back", func() bool {
+		s, err := clientset.CoreV1().Secrets(ns).Get(t.Context(), wellknown.CASecretName, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		stored, err := pki.ParseCA(s.Data["tls.crt"], s.Data["tls.key"])
+		return err == nil && sameCA(stored, ca)
+	})
+}
+
+// Tests the whole Auto mode rotation on an injected clock: a successor is published before it
+// signs, the old root stays trusted until the last SVID it signed has expired, and a restarted
+// replica remembers it.
+func TestAutoRotationOverlap(t *testing.T) {
+	ns := newNamespace(t, "auto-rotate")
+	const lifetime, ttl = 30 * time.Hour, time.Hour
+	clk := clocktesting.NewFakeClock(time.Now())
+	h := startStore(t, ns, withClock(clk), withLifetime(lifetime), withSVIDTTL(ttl))
+	oldCA := h.waitCA(t)
+
+	// Two thirds into the CA's life a successor is published but does not sign yet.
+	clk.SetTime(rotationDue(oldCA).Add(time.Second))
+	var bundle *pki.Bundle
+	eventually(t, wait, "a published successor", func() bool {
+		bundle, _ = h.store.Bundle()
+		return bundle != nil && bundle.Len() == 2
+	})
+	if ca := h.waitCA(t); !sameCA(ca, oldCA) {
+		t.Fatal("the successor signs before its overlap ended")
+	}
+	waitPublished(t, ns, bundle)
+	lastOldSVID := signSVID(t, oldCA, clk.Now())
+
+	// One SVID lifetime later the successor signs; the old root stays for the old SVIDs.
+	clk.Step(ttl)
+	var newCA *pki.CA
+	eventually(t, wait, "the successor to sign", func() bool {
+		newCA, _, _ = h.store.Current()
+		return newCA != nil && !sameCA(newCA, oldCA)
+	})
+	bundle, _ = h.store.Bundle()
+	if !bundle.Contains(oldCA.Certificate()) || !bundle.Contains(newCA.Certificate()) || bundle.Len() != 2 {
+		t.Fatalf("bundle after promotion holds %d roots; want the old and the new", bundle.Len())
+	}
+	verifies(t, bundle, lastOldSVID, clk.Now())
+	waitPublished(t, ns, bundle)
+
+	// A replica started now reads the retired root from the Secret.
+	restarted := startStore(t, ns, withClock(clk), withLifetime(lifetime), withSVIDTTL(ttl))
+	eventually(t, wait, "the restarted replica's bundle", func() bool {
+		b, err := restarted.store.Bundle()
+		return err == nil && b.Equal(bundle)
+	})
+
+	// Once every SVID of the old root has expired, it leaves the bundle.
+	clk.Step(ttl + leafSlack + time.Second)
+	eventually(t, wait, "the old root to leave the bundle", func() bool {
+		b, _ := h.store.Bundle()
+		return b != nil && b.Len() == 1 && b.Contains(newCA.Certificate())
+	})
+	waitPublished(t, ns, pki.NewBundle(newCA.Certificate()))
+}
