@@ -74,7 +74,9 @@ func external() harnessOption {
 	return func(_ *Options, s *settings.Settings) { s.CAMode = v1alpha1.CAModeExternal }
 }
 
-func withClock(c clock.Clock) harnessOption { return func(o *Options, _ *settings.Settings) { o.Clock = c } }
+func withClock(c clock.Clock) harnessOption {
+	return func(o *Options, _ *settings.Settings) { o.Clock = c }
+}
 
 func withLifetime(d time.Duration) harnessOption {
 	return func(o *Options, _ *settings.Settings) { o.CALifetime = d }
