@@ -1,0 +1,165 @@
+package router
+
+import (
+	"regexp"
+	"time"
+)
+
+// MatchKind says how a value is compared.
+type MatchKind uint8
+
+// Match kinds.
+const (
+	MatchExact MatchKind = iota + 1
+	MatchPrefix
+	MatchRegex
+)
+
+// Route is one compiled route: conditions, filters and destinations.
+type Route struct {
+	// Name is "<namespace>/<route>/<rule>/<match>", for logs and metrics.
+	Name string
+	// order is the route's position in its virtual host: lower wins.
+	order    int
+	hostname string
+	path     valueMatch
+	method   string
+	headers  []valueMatch
+	query    []valueMatch
+
+	// RequestHeaders apply in order, then Rewrite, then the request is copied to Mirrors.
+	RequestHeaders  []*HeaderModifier
+	Rewrite         *Rewrite
+	Mirrors         []*Mirror
+	ResponseHeaders []*HeaderModifier
+	// Redirect, when set, answers the request; nothing is forwarded.
+	Redirect *Redirect
+	// DirectStatus, when non-zero, answers the request with that status.
+	DirectStatus int
+	Backends     []Backend
+	totalWeight  uint64
+	// RequestTimeout bounds the whole request and BackendTimeout one upstream exchange; zero is
+	// no bound.
+	RequestTimeout time.Duration
+	BackendTimeout time.Duration
+	// Stats is free for the data plane to keep per-route state in (metric handles); the router
+	// never reads it.
+	Stats any
+}
+
+type valueMatch struct {
+	kind  MatchKind
+	name  string
+	value string
+	re    *regexp.Regexp
+}
+
+// Backend is one weighted destination. Exactly one of Cluster and ErrorStatus is set.
+type Backend struct {
+	Cluster     *Cluster
+	Weight      uint32
+	ErrorStatus int
+	cumulative  uint64
+}
+
+// HeaderModifier sets (replaces), adds (appends) and removes headers, in that order.
+type HeaderModifier struct {
+	Set    []Header
+	Add    []Header
+	Remove []string
+}
+
+// Header is a header name and value.
+type Header struct {
+	Name  string
+	Value string
+}
+
+// PathModifier replaces a path. Full replaces the whole path; otherwise Value replaces the
+// prefix the route's PathPrefix match matched.
+type PathModifier struct {
+	Full  bool
+	Value string
+}
+
+// Rewrite changes the request before it is forwarded. An empty Hostname keeps the Host header.
+type Rewrite struct {
+	Hostname string
+	Path     *PathModifier
+}
+
+// Redirect answers with a Location built from the request: scheme and port are resolved, the
+// port is omitted when it is the scheme's default, an empty Hostname keeps the request's host
+// and a nil Path keeps the request's path.
+type Redirect struct {
+	Scheme     string
+	Hostname   string
+	Port       uint32
+	Path       *PathModifier
+	StatusCode int
+}
+
+// Mirror copies Numerator out of Denominator requests to Cluster, ignoring the replies.
+type Mirror struct {
+	Cluster     *Cluster
+	Numerator   uint32
+	Denominator uint32
+}
+
+// Pick returns the backend for a request given a uniformly random n: backend i is chosen
+// with probability weight_i / sum of weights. It returns nil when the route has no backends.
+func (r *Route) Pick(n uint64) *Backend {
+	if r.totalWeight == 0 {
+		return nil
+	}
+	if len(r.Backends) == 1 {
+		return &r.Backends[0]
+	}
+	n %= r.totalWeight
+	for i := range r.Backends {
+		if n < r.Backends[i].cumulative {
+			return &r.Backends[i]
+		}
+	}
+	return &r.Backends[len(r.Backends)-1]
+}
+
+// Sample says whether the mirror takes a request given a uniformly random n.
+func (m *Mirror) Sample(n uint64) bool {
+	if m.Numerator >= m.Denominator {
+		return true
+	}
+	return n%uint64(m.Denominator) < uint64(m.Numerator)
+}
+
+// PrefixMatched returns the part of path the route's PathPrefix match matched, or "" when the
+// route matches paths otherwise. The result never ends with a slash.
+func (r *Route) PrefixMatched() (string, bool) {
+	if r.path.kind != MatchPrefix {
+		return "", false
+	}
+	return r.path.value, true
+}
+
+// ReplacePath applies m to path, given the route that matched.
+func (m *PathModifier) ReplacePath(r *Route, path string) string {
+	if m.Full {
+		return m.Value
+	}
+	prefix, ok := r.PrefixMatched()
+	if !ok || len(prefix) > len(path) {
+		return m.Value
+	}
+	out := trimSlashes(m.Value) + path[len(prefix):]
+	if out == "" || out[0] != '/' {
+		out = "/" + out
+	}
+	return out
+}
+
+func trimSlashes(s string) string {
+	for len(s) > 0 && s[len(s)-1] == '/' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
