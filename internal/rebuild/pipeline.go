@@ -1,0 +1,103 @@
+package rebuild
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/internal/encode"
+	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/scopeauth"
+	"coxswain.dev/coxswain/internal/snapshot"
+	"coxswain.dev/coxswain/internal/state"
+)
+
+// StatusWriter writes the status of a graph; status.Writer is one.
+type StatusWriter interface {
+	Write(ctx context.Context, cs *state.ClusterState, g *graph.Graph) (int, error)
+}
+
+// Pipeline turns cluster state into what the discovery server serves. Cache, Authority and
+// IsLeader are required; Status may be nil.
+type Pipeline struct {
+	Graph     graph.Options
+	Cache     *cache.Cache
+	Authority *scopeauth.Authority
+	Status    StatusWriter
+	// IsLeader reports whether this replica writes status.
+	IsLeader func() bool
+
+	scopes map[cache.Scope]bool
+}
+
+// Result says what a rebuild changed.
+type Result struct {
+	// Scopes are every scope served, sorted; Changed and Removed those whose snapshot was
+	// replaced or deleted.
+	Scopes, Changed, Removed []cache.Scope
+	// AuthorityChanged is true when some Gateway's expected ServiceAccount changed.
+	AuthorityChanged bool
+	// StatusWritten counts the objects whose status was patched.
+	StatusWritten int
+}
+
+// Rebuild runs the pipeline: graph, snapshots, encoding, then the discovery cache (deleting the
+// scopes that vanished), the scope authority and, on the leader, status. Rebuilds must not run
+// concurrently.
+func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
+	opts := p.Graph
+	if in.CRDBundleVersion != "" {
+		opts.CRDBundleVersion = in.CRDBundleVersion
+	}
+	g := graph.Build(in.State, opts)
+	encoded, err := encode.All(snapshot.Compile(g))
+	if err != nil {
+		return Result{}, fmt.Errorf("encode snapshots: %w", err)
+	}
+	res, err := p.publish(encoded)
+	if err != nil {
+		return res, err
+	}
+	res.AuthorityChanged = p.Authority.Update(g)
+	if p.Status == nil || !p.IsLeader() {
+		return res, nil
+	}
+	res.StatusWritten, err = p.Status.Write(ctx, in.State, g)
+	if err != nil {
+		return res, fmt.Errorf("write status: %w", err)
+	}
+	return res, nil
+}
+
+// publish sets every encoded scope in the cache and deletes the scopes set before but not now.
+func (p *Pipeline) publish(encoded []*encode.Encoded) (Result, error) {
+	var res Result
+	if p.scopes == nil {
+		p.scopes = map[cache.Scope]bool{}
+	}
+	next := make(map[cache.Scope]bool, len(encoded))
+	for _, e := range encoded {
+		next[e.Scope], p.scopes[e.Scope] = true, true
+		changed, err := p.Cache.Set(e.Scope, e.Resources)
+		if err != nil {
+			return res, fmt.Errorf("set snapshot of %s: %w", e.Scope, err)
+		}
+		res.Scopes = append(res.Scopes, e.Scope)
+		if changed {
+			res.Changed = append(res.Changed, e.Scope)
+		}
+	}
+	for scope := range p.scopes {
+		if next[scope] {
+			continue
+		}
+		delete(p.scopes, scope)
+		if p.Cache.Delete(scope) {
+			res.Removed = append(res.Removed, scope)
+		}
+	}
+	slices.SortFunc(res.Removed, func(a, b cache.Scope) int { return strings.Compare(a.String(), b.String()) })
+	return res, nil
+}

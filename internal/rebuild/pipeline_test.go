@@ -1,0 +1,124 @@
+package rebuild
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/server/stream"
+	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/scopeauth"
+	"coxswain.dev/coxswain/internal/state"
+)
+
+const world = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: coxswain}
+spec: {controllerName: coxswain.dev/gateway-controller}
+---
+apiVersion: gateway.coxswain.dev/v1alpha1
+kind: CoxswainGatewayParameters
+metadata: {name: own, namespace: prod}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: shared, namespace: prod}
+spec:
+  gatewayClassName: coxswain
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: web, namespace: prod}
+spec:
+  gatewayClassName: coxswain
+  infrastructure: {parametersRef: {group: gateway.coxswain.dev, kind: CoxswainGatewayParameters, name: own}}
+  listeners: [{name: http, port: 8080, protocol: HTTP}]
+`
+
+func input(t *testing.T, yaml string) Input {
+	t.Helper()
+	cs, err := state.Decode(strings.NewReader(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Input{State: cs}
+}
+
+type countingWriter struct{ calls int }
+
+func (w *countingWriter) Write(context.Context, *state.ClusterState, *graph.Graph) (int, error) {
+	w.calls++
+	return 0, nil
+}
+
+func TestPipelinePublishesScopesAndAnswersForThem(t *testing.T) {
+	t.Parallel()
+	leader := false
+	writer := &countingWriter{}
+	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), Status: writer, IsLeader: func() bool { return leader }}
+	web := cache.Gateway("prod", "web")
+
+	res, err := p.Rebuild(context.Background(), input(t, world))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []cache.Scope{web, cache.SharedPool()}
+	if diff := cmp.Diff(want, res.Scopes); diff != "" {
+		t.Fatalf("scopes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, res.Changed); diff != "" {
+		t.Fatalf("changed (-want +got):\n%s", diff)
+	}
+	if writer.calls != 0 {
+		t.Fatal("a follower wrote status")
+	}
+	keys := func(s cache.Scope) []string {
+		var out []string
+		for _, r := range p.Cache.Get(s).Resources() {
+			out = append(out, r.GetKey())
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"listener/prod/web/8080"}, keys(web)); diff != "" {
+		t.Errorf("dedicated scope keys (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"listener/prod/shared/80"}, keys(cache.SharedPool())); diff != "" {
+		t.Errorf("shared pool keys (-want +got):\n%s", diff)
+	}
+	if sa, err := p.Authority.ExpectedServiceAccount("prod", "web"); err != nil || sa != "web-coxswain" {
+		t.Errorf("authority answers %q, %v", sa, err)
+	}
+
+	leader = true
+	res, err = p.Rebuild(context.Background(), input(t, world))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changed) != 0 || res.AuthorityChanged {
+		t.Errorf("an unchanged world changed %v, authority changed %v", res.Changed, res.AuthorityChanged)
+	}
+	if writer.calls != 1 {
+		t.Errorf("the leader wrote status %d times, want 1", writer.calls)
+	}
+
+	withoutWeb, _, _ := strings.Cut(world, "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: web")
+	res, err = p.Rebuild(context.Background(), input(t, withoutWeb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]cache.Scope{web}, res.Removed); diff != "" || !res.AuthorityChanged {
+		t.Errorf("removed (-want +got):\n%s\nauthority changed %v", diff, res.AuthorityChanged)
+	}
+	if p.Cache.Get(web) != nil {
+		t.Error("the vanished scope is still in the cache")
+	}
+	if _, err := p.Authority.ExpectedServiceAccount("prod", "web"); !errors.Is(err, stream.ErrUnknownGateway) {
+		t.Errorf("the deleted Gateway still answers: %v", err)
+	}
+}

@@ -1,0 +1,78 @@
+package status
+
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Conditions returns want merged over cur: the conditions are exactly those of want, in its
+// order, and each keeps the LastTransitionTime of cur unless its status changed, in which case
+// it gets now. Condition types only cur holds are dropped.
+func Conditions(cur, want []metav1.Condition, now metav1.Time) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(want))
+	for _, c := range want {
+		if old := meta.FindStatusCondition(cur, c.Type); old != nil {
+			out = append(out, *old)
+		}
+		c.LastTransitionTime = now
+		meta.SetStatusCondition(&out, c)
+	}
+	return out
+}
+
+// GatewayClass returns the status of a GatewayClass with want merged over cur.
+func GatewayClass(cur, want gwapiv1.GatewayClassStatus, now metav1.Time) gwapiv1.GatewayClassStatus {
+	next := *cur.DeepCopy()
+	next.Conditions = Conditions(cur.Conditions, want.Conditions, now)
+	next.SupportedFeatures = slices.Clone(want.SupportedFeatures)
+	return next
+}
+
+// Gateway returns the status of a Gateway with want merged over cur and the given addresses.
+func Gateway(cur, want gwapiv1.GatewayStatus, addresses []gwapiv1.GatewayStatusAddress, now metav1.Time) gwapiv1.GatewayStatus {
+	next := *cur.DeepCopy()
+	next.Addresses = addresses
+	next.Conditions = Conditions(cur.Conditions, want.Conditions, now)
+	next.Listeners = make([]gwapiv1.ListenerStatus, 0, len(want.Listeners))
+	for _, l := range want.Listeners {
+		l = *l.DeepCopy()
+		var old []metav1.Condition
+		if i := slices.IndexFunc(cur.Listeners, func(c gwapiv1.ListenerStatus) bool { return c.Name == l.Name }); i >= 0 {
+			old = cur.Listeners[i].Conditions
+		}
+		l.Conditions = Conditions(old, l.Conditions, now)
+		if l.SupportedKinds == nil {
+			l.SupportedKinds = []gwapiv1.RouteGroupKind{} // required, even when empty
+		}
+		next.Listeners = append(next.Listeners, l)
+	}
+	return next
+}
+
+// RouteParents returns the parent statuses of a route: the entries of other controllers as they
+// are, then ours as want says, in want's order. Our entries for parents want lacks are dropped.
+func RouteParents(cur []gwapiv1.RouteParentStatus, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) []gwapiv1.RouteParentStatus {
+	out := make([]gwapiv1.RouteParentStatus, 0, len(cur)+len(want))
+	for _, p := range cur {
+		if p.ControllerName != controller {
+			out = append(out, *p.DeepCopy())
+		}
+	}
+	for _, p := range want {
+		p = *p.DeepCopy()
+		var old []metav1.Condition
+		i := slices.IndexFunc(cur, func(c gwapiv1.RouteParentStatus) bool {
+			return c.ControllerName == controller && equality.Semantic.DeepEqual(c.ParentRef, p.ParentRef)
+		})
+		if i >= 0 {
+			old = cur[i].Conditions
+		}
+		p.Conditions = Conditions(old, p.Conditions, now)
+		out = append(out, p)
+	}
+	return out
+}

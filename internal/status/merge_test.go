@@ -1,0 +1,152 @@
+package status
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+var (
+	then = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	now  = metav1.NewTime(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+)
+
+func cond(condType string, status metav1.ConditionStatus, reason string, at metav1.Time) metav1.Condition {
+	return metav1.Condition{Type: condType, Status: status, Reason: reason, Message: reason, ObservedGeneration: 1, LastTransitionTime: at}
+}
+
+func TestConditions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		cur, want []metav1.Condition
+		expect    []metav1.Condition
+	}{
+		{
+			name:   "an unchanged status keeps its transition time",
+			cur:    []metav1.Condition{cond("Accepted", "True", "Accepted", then)},
+			want:   []metav1.Condition{cond("Accepted", "True", "Accepted", metav1.Time{})},
+			expect: []metav1.Condition{cond("Accepted", "True", "Accepted", then)},
+		},
+		{
+			name:   "a new reason with the same status keeps the transition time",
+			cur:    []metav1.Condition{cond("Accepted", "False", "Pending", then)},
+			want:   []metav1.Condition{cond("Accepted", "False", "Invalid", metav1.Time{})},
+			expect: []metav1.Condition{cond("Accepted", "False", "Invalid", then)},
+		},
+		{
+			name:   "a changed status gets now",
+			cur:    []metav1.Condition{cond("Accepted", "Unknown", "Pending", then)},
+			want:   []metav1.Condition{cond("Accepted", "True", "Accepted", metav1.Time{})},
+			expect: []metav1.Condition{cond("Accepted", "True", "Accepted", now)},
+		},
+		{
+			name:   "a new type gets now and a type no longer computed is dropped",
+			cur:    []metav1.Condition{cond("OverlappingTLSConfig", "True", "OverlappingHostnames", then)},
+			want:   []metav1.Condition{cond("Accepted", "True", "Accepted", metav1.Time{})},
+			expect: []metav1.Condition{cond("Accepted", "True", "Accepted", now)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tt.expect, Conditions(tt.cur, tt.want, now)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func parent(controller, gateway string, at metav1.Time) gwapiv1.RouteParentStatus {
+	return gwapiv1.RouteParentStatus{
+		ParentRef:      gwapiv1.ParentReference{Name: gwapiv1.ObjectName(gateway)},
+		ControllerName: gwapiv1.GatewayController(controller),
+		Conditions:     []metav1.Condition{cond("Accepted", "True", "Accepted", at)},
+	}
+}
+
+func TestRouteParents(t *testing.T) {
+	t.Parallel()
+	const ours = "coxswain.dev/gateway-controller"
+	cur := []gwapiv1.RouteParentStatus{
+		parent(ours, "gone", then),
+		parent("example.com/other", "theirs", then),
+		parent(ours, "kept", then),
+	}
+	want := []gwapiv1.RouteParentStatus{parent(ours, "kept", metav1.Time{}), parent(ours, "new", metav1.Time{})}
+	expect := []gwapiv1.RouteParentStatus{
+		parent("example.com/other", "theirs", then),
+		parent(ours, "kept", then),
+		parent(ours, "new", now),
+	}
+	if diff := cmp.Diff(expect, RouteParents(cur, ours, want, now)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if got := RouteParents(cur[:1], ours, nil, now); len(got) != 0 || got == nil {
+		t.Errorf("removing our only entry gave %#v, want an empty non-nil list", got)
+	}
+}
+
+func TestGatewayMergesListenersByName(t *testing.T) {
+	t.Parallel()
+	cur := gwapiv1.GatewayStatus{Listeners: []gwapiv1.ListenerStatus{
+		{Name: "old", Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", then)}},
+		{Name: "http", Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", then)}},
+	}}
+	want := gwapiv1.GatewayStatus{
+		Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", metav1.Time{})},
+		Listeners: []gwapiv1.ListenerStatus{
+			{Name: "http", AttachedRoutes: 2, Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", metav1.Time{})}},
+			{Name: "tcp", Conditions: []metav1.Condition{cond("Accepted", "False", "UnsupportedProtocol", metav1.Time{})}},
+		},
+	}
+	addrs := []gwapiv1.GatewayStatusAddress{{Type: ptr.To(gwapiv1.IPAddressType), Value: "10.0.0.1"}}
+	expect := gwapiv1.GatewayStatus{
+		Addresses:  addrs,
+		Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", now)},
+		Listeners: []gwapiv1.ListenerStatus{
+			{Name: "http", AttachedRoutes: 2, SupportedKinds: []gwapiv1.RouteGroupKind{}, Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", then)}},
+			{Name: "tcp", SupportedKinds: []gwapiv1.RouteGroupKind{}, Conditions: []metav1.Condition{cond("Accepted", "False", "UnsupportedProtocol", now)}},
+		},
+	}
+	if diff := cmp.Diff(expect, Gateway(cur, want, addrs, now)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestAddresses(t *testing.T) {
+	t.Parallel()
+	ip := func(v string) gwapiv1.GatewayStatusAddress { return address(gwapiv1.IPAddressType, v) }
+	tests := []struct {
+		name string
+		svc  *corev1.Service
+		want []gwapiv1.GatewayStatusAddress
+	}{
+		{"no Service gives no address", nil, nil},
+		{"a ClusterIP Service gives its cluster IPs", &corev1.Service{Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.0.0.1", "fd00::1"}}}, []gwapiv1.GatewayStatusAddress{ip("10.0.0.1"), ip("fd00::1")}},
+		{"a headless Service gives no address", &corev1.Service{Spec: corev1.ServiceSpec{ClusterIPs: []string{corev1.ClusterIPNone}}}, nil},
+		{
+			"a load balancer's ingress wins over the cluster IP",
+			&corev1.Service{
+				Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.0.0.1"}},
+				Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
+					{IP: "203.0.113.7"}, {Hostname: "lb.example.com"},
+				}}},
+			},
+			[]gwapiv1.GatewayStatusAddress{ip("203.0.113.7"), address(gwapiv1.HostnameAddressType, "lb.example.com")},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tt.want, Addresses(tt.svc)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
