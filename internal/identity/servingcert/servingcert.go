@@ -20,15 +20,16 @@ import (
 	"coxswain.dev/coxswain/discovery/pki"
 	"coxswain.dev/coxswain/discovery/spiffe"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
+	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
 const (
 	// DefaultTTL is the lifetime of a serving certificate.
 	DefaultTTL = 6 * time.Hour
 	// DefaultServiceAccount is the controller's ServiceAccount.
-	DefaultServiceAccount = "coxswain-controller"
+	DefaultServiceAccount = wellknown.ControllerServiceAccount
 	// DefaultServiceName is the Service in front of the discovery listeners.
-	DefaultServiceName = "coxswain-discovery"
+	DefaultServiceName = wellknown.DiscoveryServiceName
 	// retryInterval is how soon a failed issuance is retried.
 	retryInterval = 10 * time.Second
 )

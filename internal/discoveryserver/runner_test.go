@@ -1,0 +1,215 @@
+package discoveryserver
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"coxswain.dev/coxswain/api/v1alpha1"
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/client"
+	"coxswain.dev/coxswain/discovery/pki/pkitest"
+	"coxswain.dev/coxswain/discovery/tlsconfig"
+	"coxswain.dev/coxswain/discovery/wellknown"
+)
+
+const serverName = wellknown.DiscoveryServiceName + "." + wellknown.InstallNamespace + ".svc"
+
+// Tests that External mode without its Secret serves nothing, and serves once the Secret
+// appears, with no restart.
+func TestFailsClosedWithoutCA(t *testing.T) {
+	ns := newNamespace(t, "ds-external")
+	s := testSettings(t)
+	s.CAMode = v1alpha1.CAModeExternal
+	c := startController(t, ns, s)
+
+	c.waitCondition(t, v1alpha1.ConditionCAReady, metav1.ConditionFalse, "CASecretNotFound")
+	c.waitCondition(t, v1alpha1.ConditionDiscoveryServing, metav1.ConditionFalse, ReasonCAUnavailable)
+	bootstrapAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(s.BootstrapPort)))
+	if !refused(bootstrapAddr) {
+		t.Fatal("the bootstrap listener serves without a CA")
+	}
+
+	certPEM, keyPEM, err := pkitest.NewCA(t, wellknown.DefaultTrustDomain).EncodePEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: wellknown.CASecretName},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM},
+	}
+	if _, err := clientset.CoreV1().Secrets(ns).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	addrs := c.waitListening(t, serving)
+	if addrs.Bootstrap != bootstrapAddr {
+		t.Errorf("bootstrap listens on %s, want %s", addrs.Bootstrap, bootstrapAddr)
+	}
+	c.waitCondition(t, v1alpha1.ConditionDiscoveryServing, metav1.ConditionTrue, ReasonServing)
+}
+
+// Tests that a port change moves the listeners and that stopping the controller closes them.
+func TestRestartsOnPortChangeAndStops(t *testing.T) {
+	ns := newNamespace(t, "ds-ports")
+	s := testSettings(t)
+	c := startController(t, ns, s)
+	first := c.waitListening(t, serving)
+
+	s.BootstrapPort, s.Port = freePort(t), freePort(t)
+	c.settings.Set(s)
+	moved := c.waitListening(t, func(a Addrs) bool { return a.Bootstrap != "" && a.Bootstrap != first.Bootstrap })
+	if !strings.HasSuffix(moved.Bootstrap, ":"+strconv.Itoa(int(s.BootstrapPort))) ||
+		!strings.HasSuffix(moved.Stream, ":"+strconv.Itoa(int(s.Port))) {
+		t.Fatalf("listeners on %+v, want ports %d and %d", moved, s.BootstrapPort, s.Port)
+	}
+	if !refused(first.Bootstrap) || !refused(first.Stream) {
+		t.Fatal("the old listeners still accept connections")
+	}
+
+	c.stop()
+	if !refused(moved.Bootstrap) || !refused(moved.Stream) {
+		t.Fatal("the listeners outlive the controller")
+	}
+	c.waitCondition(t, v1alpha1.ConditionDiscoveryServing, metav1.ConditionFalse, ReasonStopped)
+}
+
+// Tests the whole channel against the real API server: a proxy bootstraps over TLS on loopback
+// with a real token and the published trust bundle, gets an SVID for exactly its identity, and
+// opens the mTLS stream listener with it; an identity off the allowlist is refused with a
+// BootstrapRejected event.
+func TestEndToEndBootstrap(t *testing.T) {
+	ns := newNamespace(t, wellknown.InstallNamespace)
+	for _, sa := range []string{wellknown.SharedProxyServiceAccount, "intruder"} {
+		obj := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}
+		if _, err := clientset.CoreV1().ServiceAccounts(ns).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := startController(t, ns, testSettings(t))
+	addrs := c.waitListening(t, serving)
+	c.waitCondition(t, v1alpha1.ConditionTrustBundlePublished, metav1.ConditionTrue, "Published")
+	bundlePath := writeTrustBundle(t, ns)
+
+	svid, err := client.Bootstrap(t.Context(), client.BootstrapConfig{
+		Address: addrs.Bootstrap, ServerName: serverName,
+		TokenPath:  writeToken(t, ns, wellknown.SharedProxyServiceAccount),
+		BundlePath: bundlePath,
+		Scope:      &discoveryv1.Scope{Kind: &discoveryv1.Scope_SharedPool{SharedPool: &discoveryv1.SharedPool{}}},
+	})
+	if err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	leaf := svid.Certificate.Leaf
+	want := "spiffe://cluster.local/ns/coxswain-system/sa/coxswain-shared-proxy"
+	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != want || len(leaf.DNSNames) != 0 {
+		t.Fatalf("SVID names URIs %v DNS %v; want only %s", leaf.URIs, leaf.DNSNames, want)
+	}
+	requireStreamHandshake(t, addrs.Stream, svid)
+
+	_, err = client.Bootstrap(t.Context(), client.BootstrapConfig{
+		Address: addrs.Bootstrap, ServerName: serverName,
+		TokenPath: writeToken(t, ns, "intruder"), BundlePath: bundlePath,
+	})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("bootstrap of an identity off the allowlist = %v; want PermissionDenied", err)
+	}
+	requireRejectedEvent(t, ns, "coxswain-system/intruder")
+}
+
+// writeTrustBundle writes the published ConfigMap's ca.crt where a proxy would mount it.
+func writeTrustBundle(t *testing.T, ns string) string {
+	t.Helper()
+	cm, err := clientset.CoreV1().ConfigMaps(ns).Get(t.Context(), wellknown.TrustBundleConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, "ca.crt", cm.Data[wellknown.TrustBundleKey])
+}
+
+// writeToken requests a projected-style token for the coxswain-discovery audience.
+func writeToken(t *testing.T, ns, sa string) string {
+	t.Helper()
+	req := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		Audiences: []string{wellknown.TokenAudience}, ExpirationSeconds: ptr.To[int64](3600),
+	}}
+	resp, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), sa, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, sa+".token", resp.Status.Token)
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// requireStreamHandshake opens the stream listener with svid, verifying the controller's
+// SPIFFE ID, and requires the server to keep the connection and speak HTTP/2, while a client
+// without a certificate is dropped.
+func requireStreamHandshake(t *testing.T, addr string, svid *client.SVID) {
+	t.Helper()
+	td := spiffeid.RequireTrustDomainFromString(wellknown.DefaultTrustDomain)
+	controllerID := spiffeid.RequireFromString("spiffe://cluster.local/ns/coxswain-system/sa/" + wellknown.ControllerServiceAccount)
+	cfg := tlsconfig.MTLSClient(tlsconfig.NewRotatingCertificate(svid.Certificate), tlsconfig.NewRotatingBundle(svid.Bundle), td, tlsconfig.AuthorizeID(controllerID))
+	cfg.NextProtos = []string{"h2"}
+	if err := readAfterHandshake(addr, cfg); err != nil && !isTimeout(err) {
+		t.Fatalf("stream listener with an SVID: %v; want the connection kept open", err)
+	}
+	anonymous := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS13} //nolint:gosec // the test only checks that the server drops it
+	if err := readAfterHandshake(addr, anonymous); err == nil || isTimeout(err) {
+		t.Fatalf("stream listener without a client certificate: %v; want the connection refused", err)
+	}
+}
+
+func readAfterHandshake(addr string, cfg *tls.Config) error {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	return err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// requireRejectedEvent waits for a BootstrapRejected event naming principal.
+func requireRejectedEvent(t *testing.T, ns, principal string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "a BootstrapRejected event for "+principal, func() bool {
+		list, err := clientset.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "reason=" + wellknown.EventReasonBootstrapRejected})
+		if err != nil {
+			return false
+		}
+		for _, ev := range list.Items {
+			if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, principal) {
+				return true
+			}
+		}
+		return false
+	})
+}
