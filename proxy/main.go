@@ -53,55 +53,63 @@ func newLogger(verbosity int) logr.Logger {
 // shutdown timeout. A permanent agent failure is logged and shown on /readyz; the process keeps
 // serving what it has until it is stopped.
 func run(ctx context.Context, opts *options, log logr.Logger) error {
+	p, err := newProcess(opts, log)
+	if err != nil {
+		return err
+	}
+	return p.run(ctx)
+}
+
+// process is the proxy's long-running parts, wired together.
+type process struct {
+	opts   *options
+	log    logr.Logger
+	routes *store.Store
+	agent  *agent.Agent
+	lis    net.Listener
+	health *http.Server
+}
+
+func newProcess(opts *options, log logr.Logger) (*process, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	tracker, err := health.NewTracker(nil, reg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	routes := store.New(log.WithName("store"))
 	a, err := newAgent(opts, routes, tracker, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lis, err := net.Listen("tcp", opts.healthAddress)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", opts.healthAddress, err)
+		return nil, fmt.Errorf("listen on %s: %w", opts.healthAddress, err)
 	}
-	srv := &http.Server{Handler: health.Handler(tracker, reg), ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	log.Info("Started", "nodeID", opts.nodeID, "scope", opts.scope().String(),
-		"discoveryEndpoint", opts.streamAddress, "bootstrapEndpoint", opts.bootstrapAddress, "healthAddress", lis.Addr().String())
-
-	agentDone := make(chan error, 1)
-	go func() { agentDone <- a.Run(ctx) }()
-	return wait(ctx, opts, log, srv, served, agentDone)
+	return &process{
+		opts: opts, log: log, routes: routes, agent: a, lis: lis,
+		health: &http.Server{Handler: health.Handler(tracker, reg), ReadHeaderTimeout: 5 * time.Second},
+	}, nil
 }
 
-// wait blocks until ctx ends or the health server fails, then stops both.
-func wait(ctx context.Context, opts *options, log logr.Logger, srv *http.Server, served, agentDone <-chan error) error {
-	var serveErr error
-	for done := false; !done; {
-		select {
-		case <-ctx.Done():
-			done = true
-		case serveErr = <-served:
-			done = true
-		case err := <-agentDone:
-			agentDone = nil // keep serving the last good state and the reason on /readyz
-			if err != nil {
-				log.Info("Control channel stopped; serving the last applied snapshot until shutdown", "error", err.Error())
-			}
-		}
-	}
-	log.Info("Shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.shutdownTimeout)
+func (p *process) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
-	if agentDone != nil {
-		<-agentDone
-	}
+	served := make(chan error, 1)
+	go func() { served <- p.health.Serve(p.lis) }()
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- p.agent.Run(ctx) }()
+	p.log.Info("Started", "nodeID", p.opts.nodeID, "scope", p.opts.scope().String(),
+		"discoveryEndpoint", p.opts.streamAddress, "bootstrapEndpoint", p.opts.bootstrapAddress,
+		"healthAddress", p.lis.Addr().String())
+
+	serveErr := p.waitForStop(ctx, served, agentDone)
+	p.log.Info("Shutting down")
+	cancel()
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), p.opts.shutdownTimeout)
+	defer cancelShutdown()
+	err := p.health.Shutdown(shutdownCtx)
+	<-agentDone
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("serve health: %w", serveErr)
 	}
@@ -109,6 +117,28 @@ func wait(ctx context.Context, opts *options, log logr.Logger, srv *http.Server,
 		return fmt.Errorf("shut down health server: %w", err)
 	}
 	return nil
+}
+
+// waitForStop blocks until ctx ends or the health server fails, and returns the server's
+// error. An agent that stops for good leaves the process serving its last applied snapshot.
+func (p *process) waitForStop(ctx context.Context, served <-chan error, agentDone chan error) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-served:
+		return err
+	case err := <-agentDone:
+		if err != nil {
+			p.log.Info("Control channel stopped; serving the last applied snapshot until shutdown", "error", err.Error())
+		}
+		agentDone <- err // run waits for it again
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-served:
+		return err
+	}
 }
 
 func newAgent(opts *options, applier agent.Applier, tracker *health.Tracker, log logr.Logger) (*agent.Agent, error) {

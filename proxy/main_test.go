@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"go.uber.org/goleak"
+
+	"coxswain.dev/coxswain/discovery/wellknown"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestParseFlagsRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a Gateway namespace without a name is refused", []string{"--gateway-namespace=prod"}, "go together"},
+		{"a Gateway name without a namespace is refused", []string{"--gateway-name=web"}, "go together"},
+		{"an endpoint without a port is refused", []string{"--discovery-endpoint=controller"}, "--discovery-endpoint"},
+		{"stray arguments are refused", []string{"serve"}, "unexpected arguments"},
+		{"an unknown flag is refused", []string{"--insecure"}, "not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parseFlags(tt.args)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("parseFlags(%q) = %v, want an error containing %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseFlagsDefaults(t *testing.T) {
+	t.Setenv("POD_NAME", "shared-proxy-7d9f")
+	o, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.streamAddress != "coxswain-discovery.coxswain-system.svc:50051" ||
+		o.bootstrapAddress != "coxswain-discovery.coxswain-system.svc:50052" {
+		t.Fatalf("endpoints %s and %s", o.streamAddress, o.bootstrapAddress)
+	}
+	if o.tokenPath != wellknown.TokenPath || o.trustBundlePath != wellknown.TrustBundlePath {
+		t.Fatalf("paths %s and %s", o.tokenPath, o.trustBundlePath)
+	}
+	if !o.scope().SharedPool {
+		t.Fatalf("scope %s, want the shared pool", o.scope())
+	}
+	if !strings.HasPrefix(o.nodeID, "shared-proxy-7d9f-") || len(o.nodeID) != len("shared-proxy-7d9f-")+8 {
+		t.Fatalf("node ID %q", o.nodeID)
+	}
+	other, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.nodeID == o.nodeID {
+		t.Fatal("two starts of one pod got the same node ID")
+	}
+
+	o, err = parseFlags([]string{"--gateway-namespace=prod", "--gateway-name=web", "--discovery-endpoint=10.0.0.1:7000", "--bootstrap-endpoint=10.0.0.1:7001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := o.scope(); s.SharedPool || s.Namespace != "prod" || s.Name != "web" {
+		t.Fatalf("scope %s", s)
+	}
+}
+
+func TestAnIPEndpointNeedsAServerName(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags([]string{"--discovery-endpoint=10.0.0.1:7000", "--node-id=n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newProcess(o, testr.New(t)); err == nil || !strings.Contains(err.Error(), "server name is required") {
+		t.Fatalf("newProcess = %v, want a missing server name", err)
+	}
+}
+
+// Tests that the process serves /healthz and a NotReady /readyz that says why while the
+// controller cannot be reached, and shuts down cleanly when its context ends.
+func TestRunServesHealthAndShutsDown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	o, err := parseFlags([]string{
+		"--discovery-endpoint=127.0.0.1:1", "--discovery-server-name=discovery.test", "--node-id=proxy-0",
+		"--health-address=127.0.0.1:0", "--token-path=" + filepath.Join(dir, "token"),
+		"--trust-bundle-path=" + filepath.Join(dir, "ca.crt"), "--shutdown-timeout=5s",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newProcess(o, testr.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.run(ctx) }()
+	base := "http://" + p.lis.Addr().String()
+
+	if code, body := get(t, base+"/healthz"); code != http.StatusOK || body != "ok" {
+		t.Fatalf("/healthz = %d %q", code, body)
+	}
+	var body string
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(body, "read token") {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never named the missing token: %q", body)
+		}
+		var code int
+		code, body = get(t, base+"/readyz")
+		if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "NotReady: ") {
+			t.Fatalf("/readyz = %d %q", code, body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code, metrics := get(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(metrics, `coxswain_proxy_discovery_state{state="NotReady"} 1`) {
+		t.Fatalf("/metrics = %d", code)
+	}
+	if p.routes.Current() != nil {
+		t.Fatal("routes before any snapshot")
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after its context ended")
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:noctx // a test against a local server
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
