@@ -26,21 +26,27 @@ import (
 )
 
 func main() {
+	os.Exit(mainCode())
+}
+
+// mainCode runs the proxy until SIGTERM or SIGINT and returns the exit code.
+func mainCode() int {
 	opts, err := parseFlags(os.Args[1:])
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		return
+		return 0
 	case err != nil:
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		return 2
 	}
 	log := newLogger(opts.verbosity)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := run(ctx, opts, log); err != nil {
 		log.Error(err, "Proxy failed")
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // newLogger logs JSON lines to stderr; -v=1 adds the V(1) messages.
@@ -53,7 +59,7 @@ func newLogger(verbosity int) logr.Logger {
 // shutdown timeout. A permanent agent failure is logged and shown on /readyz; the process keeps
 // serving what it has until it is stopped.
 func run(ctx context.Context, opts *options, log logr.Logger) error {
-	p, err := newProcess(opts, log)
+	p, err := newProcess(ctx, opts, log)
 	if err != nil {
 		return err
 	}
@@ -70,7 +76,7 @@ type process struct {
 	health *http.Server
 }
 
-func newProcess(opts *options, log logr.Logger) (*process, error) {
+func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	tracker, err := health.NewTracker(nil, reg)
@@ -82,7 +88,7 @@ func newProcess(opts *options, log logr.Logger) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", opts.healthAddress)
+	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", opts.healthAddress)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", opts.healthAddress, err)
 	}
@@ -109,7 +115,9 @@ func (p *process) run(ctx context.Context) error {
 	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), p.opts.shutdownTimeout)
 	defer cancelShutdown()
 	err := p.health.Shutdown(shutdownCtx)
-	<-agentDone
+	if err := <-agentDone; err != nil {
+		p.log.V(1).Info("Control channel had stopped", "error", err.Error())
+	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("serve health: %w", serveErr)
 	}
@@ -131,7 +139,7 @@ func (p *process) waitForStop(ctx context.Context, served <-chan error, agentDon
 		if err != nil {
 			p.log.Info("Control channel stopped; serving the last applied snapshot until shutdown", "error", err.Error())
 		}
-		agentDone <- err // run waits for it again
+		agentDone <- err // run receives it again
 	}
 	select {
 	case <-ctx.Done():

@@ -85,7 +85,7 @@ func TestAnIPEndpointNeedsAServerName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newProcess(o, testr.New(t)); err == nil || !strings.Contains(err.Error(), "server name is required") {
+	if _, err := newProcess(t.Context(), o, testr.New(t)); err == nil || !strings.Contains(err.Error(), "server name is required") {
 		t.Fatalf("newProcess = %v, want a missing server name", err)
 	}
 }
@@ -103,7 +103,7 @@ func TestRunServesHealthAndShutsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := newProcess(o, testr.New(t))
+	p, err := newProcess(t.Context(), o, testr.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,10 +70,11 @@ func (a *Agent) renewLoop(ctx context.Context) error {
 	retry := &retrier{policy: a.cfg.Backoff, rand: a.cfg.Rand}
 	for {
 		next, err := a.bootstrap(ctx)
+		if stopped(ctx) {
+			return nil
+		}
 		var wait time.Duration
 		switch {
-		case ctx.Err() != nil:
-			return nil
 		case err != nil:
 			if err := permanent(err); err != nil {
 				return err
@@ -113,7 +114,7 @@ func (a *Agent) streamLoop(ctx context.Context) error {
 	}
 	for {
 		healthy, err := a.stream(ctx, a.current.Load())
-		if ctx.Err() != nil {
+		if stopped(ctx) {
 			return nil
 		}
 		if errors.Is(err, errRotated) {
@@ -156,6 +157,9 @@ func (a *Agent) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}
 	}
 	return true
 }
+
+// stopped reports whether ctx ended, which makes any error of the attempt moot.
+func stopped(ctx context.Context) bool { return ctx.Err() != nil }
 
 // permanent returns an error wrapping ErrWireVersion when err is the controller's
 // FAILED_PRECONDITION, which it answers only to a wire-version mismatch; nil otherwise.

@@ -49,20 +49,36 @@ func TestHandleRefusesMalformedSnapshots(t *testing.T) {
 		snap     *discoveryv1.Snapshot
 		wantText string
 	}{
-		{"a snapshot without a version is refused", nil,
-			&discoveryv1.Snapshot{Full: true, Resources: []*discoveryv1.Resource{a}}, "no version"},
-		{"a full snapshot that removes keys is refused", nil,
-			&discoveryv1.Snapshot{Version: v1, Full: true, Resources: []*discoveryv1.Resource{a}, RemovedKeys: []string{"b"}}, "removes keys"},
-		{"a delta before any full snapshot is refused", nil,
-			&discoveryv1.Snapshot{Version: v1, Resources: []*discoveryv1.Resource{a}}, "before any full snapshot"},
-		{"a full snapshot with a duplicate key is refused", nil,
-			&discoveryv1.Snapshot{Version: v1, Full: true, Resources: []*discoveryv1.Resource{a, a}}, "appears twice"},
-		{"a full snapshot whose contents do not hash to its version is refused", nil,
-			&discoveryv1.Snapshot{Version: v1, Full: true, Resources: []*discoveryv1.Resource{a, b}}, "hash to version"},
-		{"a delta merged over another base is refused", []*discoveryv1.Resource{b},
-			&discoveryv1.Snapshot{Version: versionOfResources(t, a, b), Resources: []*discoveryv1.Resource{testResource(t, "b", "other")}}, "hash to version"},
-		{"a delta removing a key that is not held is refused", []*discoveryv1.Resource{a},
-			&discoveryv1.Snapshot{Version: v1, RemovedKeys: []string{"z"}}, "not held"},
+		{
+			"a snapshot without a version is refused", nil,
+			&discoveryv1.Snapshot{Full: true, Resources: []*discoveryv1.Resource{a}}, "no version",
+		},
+		{
+			"a full snapshot that removes keys is refused", nil,
+			&discoveryv1.Snapshot{Version: v1, Full: true, Resources: []*discoveryv1.Resource{a}, RemovedKeys: []string{"b"}}, "removes keys",
+		},
+		{
+			"a delta before any full snapshot is refused", nil,
+			&discoveryv1.Snapshot{Version: v1, Resources: []*discoveryv1.Resource{a}}, "before any full snapshot",
+		},
+		{
+			"a full snapshot with a duplicate key is refused", nil,
+			&discoveryv1.Snapshot{Version: v1, Full: true, Resources: []*discoveryv1.Resource{a, a}}, "appears twice",
+		},
+		{
+			"a full snapshot whose contents do not hash to its version is refused", nil,
+			&discoveryv1.Snapshot{Version: v1, Full: true, Resources: []*discoveryv1.Resource{a, b}}, "hash to version",
+		},
+		{
+			"a delta merged over another base is refused",
+			[]*discoveryv1.Resource{b},
+			&discoveryv1.Snapshot{Version: versionOfResources(t, a, b), Resources: []*discoveryv1.Resource{testResource(t, "b", "other")}}, "hash to version",
+		},
+		{
+			"a delta removing a key that is not held is refused",
+			[]*discoveryv1.Resource{a},
+			&discoveryv1.Snapshot{Version: v1, RemovedKeys: []string{"z"}}, "not held",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -63,6 +63,9 @@ func (a *Agent) bootstrap(ctx context.Context) (*svid, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap response: %w", err)
 	}
+	if now := a.cfg.Clock.Now(); !s.notAfter.After(now) {
+		return nil, fmt.Errorf("bootstrap response: the SVID expired at %s, before %s", s.notAfter, now)
+	}
 	s.renewAt = a.renewalTime(s.notAfter)
 	return s, nil
 }
@@ -84,11 +87,13 @@ func (a *Agent) callBootstrap(ctx context.Context, bundle *pki.Bundle, req *disc
 	return resp, nil
 }
 
-// renewalTime places the renewal at RenewFraction of the lifetime left now, ± RenewJitter.
+// renewalTime places the renewal at RenewFraction of the lifetime left now, ± RenewJitter, and
+// no sooner than Backoff.Base, so that a controller handing out very short SVIDs is not hammered.
 func (a *Agent) renewalTime(notAfter time.Time) time.Time {
 	now := a.cfg.Clock.Now()
 	fraction := a.cfg.RenewFraction + a.cfg.RenewJitter*(2*a.cfg.Rand()-1)
-	return now.Add(time.Duration(float64(notAfter.Sub(now)) * fraction))
+	wait := time.Duration(float64(notAfter.Sub(now)) * fraction)
+	return now.Add(max(wait, a.cfg.Backoff.Base))
 }
 
 func readToken(path string) (string, error) {

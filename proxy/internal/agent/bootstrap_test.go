@@ -104,7 +104,7 @@ func TestBootstrapUsesAFreshKeyEveryTime(t *testing.T) {
 	if got := first.Leaf.URIs[0].String(); got != sharedID {
 		t.Fatalf("SVID for %s, want %s", got, sharedID)
 	}
-	lifetime := first.Leaf.NotAfter.Sub(time.Now())
+	lifetime := time.Until(first.Leaf.NotAfter)
 	if half := time.Until(renewAt); half < lifetime*45/100 || half > lifetime*55/100 {
 		t.Fatalf("renewal in %s for a lifetime of %s, want about half", half, lifetime)
 	}

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"crypto"
+	"crypto/tls"
 	"crypto/x509"
 	"net"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/servertest"
 	"coxswain.dev/coxswain/discovery/server/stream"
+	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
@@ -65,6 +67,9 @@ type controller struct {
 	ttl time.Duration
 	// now is the bootstrap service's clock; the wall clock when nil.
 	now func() time.Time
+	// streamCert, when set, is what the stream listener presents instead of the controller's
+	// serving certificate.
+	streamCert *tls.Certificate
 	// streamRefusal, when set, is what every authorized stream gets instead of snapshots.
 	streamRefusal error
 
@@ -129,7 +134,11 @@ func (c *controller) streamServer() *grpc.Server {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	gs, err := srv.NewGRPCServer(c.pki.StreamServerTLS(), grpc.ChainStreamInterceptor(c.recordStream))
+	serverTLS := c.pki.StreamServerTLS()
+	if c.streamCert != nil {
+		serverTLS = tlsconfig.MTLSServer(tlsconfig.NewRotatingCertificate(c.streamCert), c.pki.Bundle, c.pki.TD, tlsconfig.AuthorizeAny())
+	}
+	gs, err := srv.NewGRPCServer(serverTLS, grpc.ChainStreamInterceptor(c.recordStream))
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -97,7 +97,9 @@ func (p *proxy) run() {
 	go func() { p.done <- a.Run(ctx) }()
 	p.t.Cleanup(func() {
 		cancel()
-		<-p.done
+		if err := <-p.done; err != nil {
+			p.t.Logf("agent: %v", err)
+		}
 	})
 }
 

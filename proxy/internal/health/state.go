@@ -10,12 +10,12 @@ import (
 type State int
 
 const (
-	// NotReady: no snapshot was applied yet, so the proxy has nothing to route with.
+	// NotReady means no snapshot was applied yet, so the proxy has nothing to route with.
 	NotReady State = iota
-	// Degraded: a snapshot was applied and keeps serving, but the proxy is not in sync with the
+	// Degraded means a snapshot was applied and keeps serving, but the proxy is not in sync with the
 	// controller (disconnected, or the latest snapshot was refused).
 	Degraded
-	// Ready: streaming, with the controller's latest snapshot applied.
+	// Ready means streaming, with the controller's latest snapshot applied.
 	Ready
 )
 

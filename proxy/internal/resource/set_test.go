@@ -77,8 +77,10 @@ func TestMerge(t *testing.T) {
 		want    map[string]string
 		wantErr bool
 	}{
-		{name: "upserts replace and insert, removed keys go", upserts: []*discoveryv1.Resource{res(t, "b", "2'"), res(t, "d", "4")},
-			removed: []string{"a"}, want: map[string]string{"b": "2'", "c": "3", "d": "4"}},
+		{
+			name: "upserts replace and insert, removed keys go", upserts: []*discoveryv1.Resource{res(t, "b", "2'"), res(t, "d", "4")},
+			removed: []string{"a"}, want: map[string]string{"b": "2'", "c": "3", "d": "4"},
+		},
 		{name: "an empty delta keeps everything", want: map[string]string{"a": "1", "b": "2", "c": "3"}},
 		{name: "removing every key leaves an empty set", removed: []string{"a", "b", "c"}, want: map[string]string{}},
 		{name: "removing a key that is not held is refused", removed: []string{"x"}, wantErr: true},
