@@ -1,0 +1,152 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/rebuild"
+)
+
+// GatewayAPIReconciler rebuilds the whole translation pipeline whenever a Gateway API object or
+// something it references changes. Change events only trigger the Debouncer; each burst becomes
+// one reconcile of a single request, which reads the cache and runs the Pipeline. It runs on
+// every replica, since each serves proxies from its own cache; the Pipeline writes status only
+// on the leader.
+type GatewayAPIReconciler struct {
+	// Client reads the informer cache.
+	Client    client.Client
+	Pipeline  *rebuild.Pipeline
+	Debouncer *rebuild.Debouncer
+	// Elected closes when this replica becomes the leader (mgr.Elected()); a rebuild follows so
+	// the new leader writes status at once. Nil when not needed.
+	Elected <-chan struct{}
+
+	afterRebuild func(rebuild.Input, rebuild.Result, error) // tests observe rebuilds here
+}
+
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=services;secrets;namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.coxswain.dev,resources=coxswaingatewayparameters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+
+// Reconcile rebuilds snapshots, scope authority and status from the cache.
+func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	in, err := rebuild.Load(ctx, r.Client)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read cluster state: %w", err)
+	}
+	res, err := r.Pipeline.Rebuild(ctx, in)
+	if r.afterRebuild != nil {
+		r.afterRebuild(in, res, err)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	logger := log.FromContext(ctx)
+	if len(res.Changed) > 0 || len(res.Removed) > 0 || res.AuthorityChanged || res.StatusWritten > 0 {
+		logger = logger.V(0)
+	} else {
+		logger = logger.V(1)
+	}
+	logger.Info("Rebuilt snapshots", "scopes", len(res.Scopes), "changed", len(res.Changed),
+		"removed", len(res.Removed), "authorityChanged", res.AuthorityChanged, "statusWritten", res.StatusWritten)
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the reconciler and its watches.
+func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	trigger := handler.Funcs{
+		CreateFunc:  func(context.Context, event.CreateEvent, queue) { r.Debouncer.Trigger() },
+		UpdateFunc:  func(context.Context, event.UpdateEvent, queue) { r.Debouncer.Trigger() },
+		DeleteFunc:  func(context.Context, event.DeleteEvent, queue) { r.Debouncer.Trigger() },
+		GenericFunc: func(context.Context, event.GenericEvent, queue) { r.Debouncer.Trigger() },
+	}
+	spec := builder.WithPredicates(predicate.GenerationChangedPredicate{})
+	controllerName := r.Pipeline.Graph.ControllerName
+	if controllerName == "" {
+		controllerName = wellknown.GatewayControllerName
+	}
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		gc, ok := o.(*gwapiv1.GatewayClass)
+		return ok && gc.Spec.ControllerName == controllerName
+	})
+	tlsOnly := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		s, ok := o.(*corev1.Secret)
+		return ok && s.Type == corev1.SecretTypeTLS
+	})
+	bundle := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == rebuild.GatewayClassCRDName })
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("gatewayapi").
+		WatchesRawSource(source.Func(r.startDebouncer)).
+		Watches(&gwapiv1.GatewayClass{}, trigger, builder.WithPredicates(ours, predicate.GenerationChangedPredicate{})).
+		Watches(&gwapiv1.Gateway{}, trigger, spec).
+		Watches(&gwapiv1.HTTPRoute{}, trigger, spec).
+		Watches(&gwapiv1.ReferenceGrant{}, trigger, spec).
+		Watches(&corev1.Service{}, trigger).
+		Watches(&discoveryv1.EndpointSlice{}, trigger).
+		Watches(&corev1.Secret{}, trigger, builder.WithPredicates(tlsOnly)).
+		Watches(&corev1.Namespace{}, trigger, builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		WatchesMetadata(metadataOf(rebuild.GatewayParametersGVK), trigger, spec).
+		WatchesMetadata(metadataOf(rebuild.CRDGVK), trigger, builder.WithPredicates(bundle, predicate.AnnotationChangedPredicate{})).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 1}).
+		Complete(r)
+}
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// startDebouncer turns each burst of changes into one request, and asks for a rebuild when this
+// replica is elected.
+func (r *GatewayAPIReconciler) startDebouncer(ctx context.Context, q queue) error {
+	rebuildAll := reconcile.Request{}
+	rebuildAll.Name = "gateway-api"
+	go r.Debouncer.Run(ctx, func() { q.Add(rebuildAll) })
+	if r.Elected != nil {
+		go func() {
+			select {
+			case <-r.Elected:
+				r.Debouncer.Trigger()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return nil
+}
+
+func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	return obj
+}
+
+// GatewayAPICacheOptions returns the cache restrictions main.go should merge into the manager's
+// cache.Options.ByObject: only kubernetes.io/tls Secrets are cached (no other Secret's bytes
+// ever reach this process through the informer), and of the CRDs only the GatewayClass one.
+func GatewayAPICacheOptions() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&corev1.Secret{}:           {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))},
+		metadataOf(rebuild.CRDGVK): {Field: fields.OneTermEqualSelector("metadata.name", rebuild.GatewayClassCRDName)},
+	}
+}

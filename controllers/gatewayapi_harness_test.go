@@ -1,0 +1,271 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/api/v1alpha1"
+	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/rebuild"
+	"coxswain.dev/coxswain/internal/scopeauth"
+	"coxswain.dev/coxswain/internal/status"
+)
+
+// gatewayScheme knows the Gateway API types besides those of the suite's scheme.
+var gatewayScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(s), v1alpha1.AddToScheme(s), gwapiv1.Install(s)); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// rebuildRecord is one run of the pipeline as the reconciler saw it.
+type rebuildRecord struct {
+	in  rebuild.Input
+	res rebuild.Result
+	err error
+}
+
+// gatewayAPI is a running GatewayAPIReconciler with the pieces tests look at.
+type gatewayAPI struct {
+	t           *testing.T
+	c           client.Client
+	cache       *cache.Cache
+	auth        *scopeauth.Authority
+	debouncer   *rebuild.Debouncer
+	leader      atomic.Bool
+	revocations atomic.Int32
+
+	mu      sync.Mutex
+	records []rebuildRecord
+}
+
+// startGatewayAPI runs the reconciler in its own manager until the test ends. sharedProxy names
+// the Service whose addresses shared pool Gateways report.
+func startGatewayAPI(t *testing.T, leader bool, sharedProxy types.NamespacedName) *gatewayAPI {
+	t.Helper()
+	h := &gatewayAPI{t: t, c: newGatewayClient(t), cache: cache.New(nil), auth: scopeauth.New()}
+	h.leader.Store(leader)
+	h.auth.OnChange(func() { h.revocations.Add(1) })
+	h.debouncer = rebuild.NewDebouncer(20*time.Millisecond, 200*time.Millisecond, nil)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     gatewayScheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:      crcache.Options{ByObject: GatewayAPICacheOptions()},
+	})
+	if err != nil {
+		t.Fatalf("create manager: %v", err)
+	}
+	r := &GatewayAPIReconciler{
+		Client: mgr.GetClient(),
+		Pipeline: &rebuild.Pipeline{
+			Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load,
+			Status: &status.Writer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), SharedProxyService: sharedProxy},
+		},
+		Debouncer:    h.debouncer,
+		afterRebuild: h.record,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatalf("set up reconciler: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return h
+}
+
+func newGatewayClient(t *testing.T) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: gatewayScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (h *gatewayAPI) record(in rebuild.Input, res rebuild.Result, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, rebuildRecord{in: in, res: res, err: err})
+}
+
+// rebuiltWith waits for a rebuild whose input satisfies saw and returns its record.
+func (h *gatewayAPI) rebuiltWith(what string, saw func(rebuild.Input) bool) rebuildRecord {
+	h.t.Helper()
+	var found rebuildRecord
+	eventually(h.t, "a rebuild that saw "+what, func() error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		i := slices.IndexFunc(h.records, func(r rebuildRecord) bool { return saw(r.in) })
+		if i < 0 {
+			return fmt.Errorf("none of %d rebuilds", len(h.records))
+		}
+		found = h.records[i]
+		return nil
+	})
+	if found.err != nil {
+		h.t.Fatalf("the rebuild that saw %s failed: %v", what, found.err)
+	}
+	return found
+}
+
+// keys returns the resource keys of a scope's snapshot and its version.
+func (h *gatewayAPI) keys(scope cache.Scope) ([]string, string) {
+	snap := h.cache.Get(scope)
+	if snap == nil {
+		return nil, ""
+	}
+	var out []string
+	for _, r := range snap.Resources() {
+		out = append(out, r.GetKey())
+	}
+	return out, snap.Version()
+}
+
+// create creates obj and fails the test on error.
+func (h *gatewayAPI) create(obj client.Object) {
+	h.t.Helper()
+	if err := h.c.Create(context.Background(), obj); err != nil {
+		h.t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func (h *gatewayAPI) get(obj client.Object, namespace, name string) {
+	h.t.Helper()
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: name}, obj); err != nil {
+		h.t.Fatalf("get %T %s/%s: %v", obj, namespace, name, err)
+	}
+}
+
+// newGatewayClass creates a GatewayClass named after the test namespace and deletes it when the
+// test ends, so that later tests do not serve this test's Gateways.
+func (h *gatewayAPI) newGatewayClass(ns string, controller gwapiv1.GatewayController) string {
+	h.t.Helper()
+	gc := &gwapiv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "class-" + ns + "-" + shortName(controller)},
+		Spec:       gwapiv1.GatewayClassSpec{ControllerName: controller},
+	}
+	h.create(gc)
+	h.t.Cleanup(func() { _ = h.c.Delete(context.Background(), gc) })
+	return gc.Name
+}
+
+func shortName(controller gwapiv1.GatewayController) string {
+	if controller == wellknown.GatewayControllerName {
+		return "ours"
+	}
+	return "theirs"
+}
+
+func newGateway(ns, name, class string) *gwapiv1.Gateway {
+	return &gwapiv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwapiv1.GatewaySpec{
+			GatewayClassName: gwapiv1.ObjectName(class),
+			Listeners:        []gwapiv1.Listener{{Name: "http", Port: 80, Protocol: gwapiv1.HTTPProtocolType}},
+		},
+	}
+}
+
+func newHTTPRoute(ns, name string, parents []gwapiv1.ParentReference, backendNS, backend string) *gwapiv1.HTTPRoute {
+	ref := gwapiv1.HTTPBackendRef{BackendRef: gwapiv1.BackendRef{BackendObjectReference: gwapiv1.BackendObjectReference{
+		Name: gwapiv1.ObjectName(backend), Port: ptr.To(gwapiv1.PortNumber(80)),
+	}}}
+	if backendNS != ns {
+		ref.Namespace = ptr.To(gwapiv1.Namespace(backendNS))
+	}
+	return &gwapiv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwapiv1.HTTPRouteSpec{
+			CommonRouteSpec: gwapiv1.CommonRouteSpec{ParentRefs: parents},
+			Rules:           []gwapiv1.HTTPRouteRule{{BackendRefs: []gwapiv1.HTTPBackendRef{ref}}},
+		},
+	}
+}
+
+func parentRef(ns, gateway string) gwapiv1.ParentReference {
+	return gwapiv1.ParentReference{Namespace: ptr.To(gwapiv1.Namespace(ns)), Name: gwapiv1.ObjectName(gateway)}
+}
+
+// newBackend creates a Service with one port 80 ("http") and an EndpointSlice with one ready
+// endpoint at address:8080.
+func (h *gatewayAPI) newBackend(ns, name, address string) {
+	h.t.Helper()
+	h.create(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	})
+	h.create(&discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{address}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
+	})
+}
+
+// wantCondition reports an error unless conds hold condType with status and, when given, reason.
+func wantCondition(conds []metav1.Condition, condType string, status metav1.ConditionStatus, reason string) error {
+	c := meta.FindStatusCondition(conds, condType)
+	switch {
+	case c == nil:
+		return fmt.Errorf("no %s condition in %v", condType, conds)
+	case c.Status != status || (reason != "" && c.Reason != reason):
+		return fmt.Errorf("%s is %s/%s (%s), want %s/%s", condType, c.Status, c.Reason, c.Message, status, reason)
+	}
+	return nil
+}
+
+// ourParent returns the route's parent status entry of our controller for the Gateway.
+func ourParent(route *gwapiv1.HTTPRoute, gateway string) *gwapiv1.RouteParentStatus {
+	for i, p := range route.Status.Parents {
+		if p.ControllerName == wellknown.GatewayControllerName && string(p.ParentRef.Name) == gateway {
+			return &route.Status.Parents[i]
+		}
+	}
+	return nil
+}
+
+// routeCondition checks one condition of our parent entry for gateway on a stored route.
+func (h *gatewayAPI) routeCondition(ns, name, gateway, condType string, status metav1.ConditionStatus, reason string) func() error {
+	return func() error {
+		var route gwapiv1.HTTPRoute
+		if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &route); err != nil {
+			return err
+		}
+		p := ourParent(&route, gateway)
+		if p == nil {
+			return fmt.Errorf("no parent entry of ours for %s in %+v", gateway, route.Status.Parents)
+		}
+		return wantCondition(p.Conditions, condType, status, reason)
+	}
+}
