@@ -47,7 +47,7 @@ func (r *Runner) start(ctx context.Context, cfg listenConfig) (*generation, erro
 	g := &generation{cfg: cfg, grace: r.opts.ShutdownGrace, failed: make(chan struct{})}
 	gctx, cancel := context.WithCancel(ctx)
 	g.cancel = cancel
-	if err := r.listen(g, td, certs); err != nil {
+	if err := r.listen(gctx, g, td, certs); err != nil {
 		g.stop()
 		return nil, err
 	}
@@ -71,12 +71,12 @@ func (r *Runner) servingCert(td spiffeid.TrustDomain) (*servingcert.Manager, err
 }
 
 // listen builds and serves the bootstrap server and, when configured, the stream server.
-func (r *Runner) listen(g *generation, td spiffeid.TrustDomain, certs tlsconfig.CertificateSource) error {
+func (r *Runner) listen(ctx context.Context, g *generation, td spiffeid.TrustDomain, certs tlsconfig.CertificateSource) error {
 	bs, err := r.bootstrapServer(td, g.cfg, certs)
 	if err != nil {
 		return err
 	}
-	if g.addrs.Bootstrap, err = g.serve(bs, r.address(g.cfg.bootstrapPort)); err != nil {
+	if g.addrs.Bootstrap, err = g.serve(ctx, bs, r.address(g.cfg.bootstrapPort)); err != nil {
 		return fmt.Errorf("bootstrap listener: %w", err)
 	}
 	if r.opts.Snapshots == nil {
@@ -87,7 +87,7 @@ func (r *Runner) listen(g *generation, td spiffeid.TrustDomain, certs tlsconfig.
 		return err
 	}
 	g.stream = srv
-	if g.addrs.Stream, err = g.serve(ss, r.address(g.cfg.streamPort)); err != nil {
+	if g.addrs.Stream, err = g.serve(ctx, ss, r.address(g.cfg.streamPort)); err != nil {
 		return fmt.Errorf("stream listener: %w", err)
 	}
 	return nil
@@ -128,8 +128,9 @@ func (r *Runner) address(port int32) string {
 
 // serve binds addr and serves gs on it until stop; a Serve that ends on its own marks the
 // generation failed.
-func (g *generation) serve(gs *grpc.Server, addr string) (string, error) {
-	lis, err := net.Listen("tcp", addr)
+func (g *generation) serve(ctx context.Context, gs *grpc.Server, addr string) (string, error) {
+	var lc net.ListenConfig
+	lis, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return "", err
 	}

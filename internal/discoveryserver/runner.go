@@ -196,7 +196,7 @@ func (r replacingRegisterer) Register(c prometheus.Collector) error {
 	err := r.Registerer.Register(c)
 	var are prometheus.AlreadyRegisteredError
 	if errors.As(err, &are) {
-		r.Registerer.Unregister(are.ExistingCollector)
+		r.Unregister(are.ExistingCollector)
 		err = r.Registerer.Register(c)
 	}
 	if err != nil {

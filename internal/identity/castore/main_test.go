@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -203,11 +202,4 @@ func waitPublished(t *testing.T, namespace string, want *pki.Bundle) {
 		got, ok := publishedBundle(t, namespace)
 		return ok && got.Equal(want)
 	})
-}
-
-func mustContain(t *testing.T, s, sub string) {
-	t.Helper()
-	if !strings.Contains(s, sub) {
-		t.Errorf("%q does not contain %q", s, sub)
-	}
 }
