@@ -65,13 +65,11 @@ func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	logger := log.FromContext(ctx)
+	verbosity := 1 // an unchanged world is routine
 	if len(res.Changed) > 0 || len(res.Removed) > 0 || res.AuthorityChanged || res.StatusWritten > 0 {
-		logger = logger.V(0)
-	} else {
-		logger = logger.V(1)
+		verbosity = 0
 	}
-	logger.Info("Rebuilt snapshots", "scopes", len(res.Scopes), "changed", len(res.Changed),
+	log.FromContext(ctx).V(verbosity).Info("Rebuilt snapshots", "scopes", len(res.Scopes), "changed", len(res.Changed),
 		"removed", len(res.Removed), "authorityChanged", res.AuthorityChanged, "statusWritten", res.StatusWritten)
 	return ctrl.Result{}, nil
 }

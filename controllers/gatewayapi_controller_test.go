@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/consts"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
 	"coxswain.dev/coxswain/discovery/server/cache"
@@ -40,15 +41,36 @@ func TestGatewayClassOfOursIsAcceptedAndOthersAreUntouched(t *testing.T) {
 			wantCondition(gc.Status.Conditions, string(gwapiv1.GatewayClassConditionStatusSupportedVersion), metav1.ConditionTrue, string(gwapiv1.GatewayClassReasonSupportedVersion)),
 		)
 	})
-	h.rebuiltWith("both classes", func(in rebuild.Input) bool {
+	rec := h.rebuiltWith("both classes", func(in rebuild.Input) bool {
 		_, a := in.State.GatewayClasses[types.NamespacedName{Name: theirs}]
 		_, b := in.State.GatewayClasses[types.NamespacedName{Name: ours}]
 		return a && b
 	})
+	if rec.in.CRDBundleVersion != consts.BundleVersion {
+		t.Errorf("CRD bundle version %q read from the cluster, want %q", rec.in.CRDBundleVersion, consts.BundleVersion)
+	}
 	var gc gwapiv1.GatewayClass
 	h.get(&gc, "", theirs)
 	if err := wantCondition(gc.Status.Conditions, string(gwapiv1.GatewayClassConditionStatusAccepted), metav1.ConditionUnknown, "Pending"); err != nil || len(gc.Status.SupportedFeatures) != 0 {
 		t.Errorf("another controller's GatewayClass was written: %v, features %v", err, gc.Status.SupportedFeatures)
+	}
+}
+
+func TestOnlyTLSSecretsAreRead(t *testing.T) {
+	ns := newNamespace(t)
+	h := startGatewayAPI(t, true, types.NamespacedName{})
+	h.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "opaque"}, StringData: map[string]string{"password": "hunter2"}})
+	h.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tls"},
+		Type:       corev1.SecretTypeTLS,
+		StringData: map[string]string{corev1.TLSCertKey: "cert", corev1.TLSPrivateKeyKey: "key"},
+	})
+	rec := h.rebuiltWith("the TLS Secret", func(in rebuild.Input) bool {
+		_, ok := in.State.Secrets[types.NamespacedName{Namespace: ns, Name: "tls"}]
+		return ok
+	})
+	if _, ok := rec.in.State.Secrets[types.NamespacedName{Namespace: ns, Name: "opaque"}]; ok {
+		t.Error("an Opaque Secret reached the pipeline")
 	}
 }
 
