@@ -11,21 +11,20 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
-
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/proxy/internal/agent"
 )
 
 // defaultDiscoveryHost is the in-cluster name of the controller's discovery Service.
-const defaultDiscoveryHost = "coxswain-discovery." + wellknown.InstallNamespace + ".svc"
+const defaultDiscoveryHost = wellknown.DiscoveryServiceName + "." + wellknown.InstallNamespace + ".svc"
 
 // options are the proxy's command-line flags.
 type options struct {
 	streamAddress    string
 	bootstrapAddress string
 	serverName       string
-	controllerID     string
+	controllerNS     string
+	controllerSA     string
 	tokenPath        string
 	trustBundlePath  string
 	gatewayNamespace string
@@ -45,8 +44,10 @@ func parseFlags(args []string) (*options, error) {
 		"host:port of the controller's bootstrap listener; the discovery endpoint's host on the bootstrap port when empty.")
 	fs.StringVar(&o.serverName, "discovery-server-name", "",
 		"DNS name the controller's certificate must carry; the bootstrap endpoint's host when empty.")
-	fs.StringVar(&o.controllerID, "controller-spiffe-id", "",
-		"SPIFFE ID the stream server must present; any ID of the trust domain when empty.")
+	fs.StringVar(&o.controllerNS, "controller-namespace", wellknown.InstallNamespace,
+		"Namespace of the controller, whose SPIFFE ID the stream server must present.")
+	fs.StringVar(&o.controllerSA, "controller-service-account", wellknown.ControllerServiceAccount,
+		"ServiceAccount of the controller, whose SPIFFE ID the stream server must present.")
 	fs.StringVar(&o.tokenPath, "token-path", wellknown.TokenPath, "Projected ServiceAccount token file, re-read on every bootstrap.")
 	fs.StringVar(&o.trustBundlePath, "trust-bundle-path", wellknown.TrustBundlePath, "Trust bundle PEM file, re-read on every bootstrap.")
 	fs.StringVar(&o.gatewayNamespace, "gateway-namespace", "", "Namespace of the Gateway of a dedicated proxy; empty for the shared pool.")
@@ -109,15 +110,4 @@ func (o *options) scope() agent.Scope {
 		return agent.GatewayScope(o.gatewayNamespace, o.gatewayName)
 	}
 	return agent.SharedPoolScope()
-}
-
-func (o *options) controllerSPIFFEID() (spiffeid.ID, error) {
-	if o.controllerID == "" {
-		return spiffeid.ID{}, nil
-	}
-	id, err := spiffeid.FromString(o.controllerID)
-	if err != nil {
-		return spiffeid.ID{}, fmt.Errorf("--controller-spiffe-id: %w", err)
-	}
-	return id, nil
 }

@@ -150,21 +150,18 @@ func (p *process) waitForStop(ctx context.Context, served <-chan error, agentDon
 }
 
 func newAgent(opts *options, applier agent.Applier, tracker *health.Tracker, log logr.Logger) (*agent.Agent, error) {
-	controllerID, err := opts.controllerSPIFFEID()
-	if err != nil {
-		return nil, err
-	}
 	return agent.New(agent.Config{
-		StreamAddress:    opts.streamAddress,
-		BootstrapAddress: opts.bootstrapAddress,
-		ServerName:       opts.serverName,
-		ControllerID:     controllerID,
-		TokenPath:        opts.tokenPath,
-		TrustBundlePath:  opts.trustBundlePath,
-		NodeID:           opts.nodeID,
-		Scope:            opts.scope(),
-		Applier:          applier,
-		Observer:         tracker,
-		Logger:           log.WithName("agent"),
+		StreamAddress:            opts.streamAddress,
+		BootstrapAddress:         opts.bootstrapAddress,
+		ServerName:               opts.serverName,
+		ControllerNamespace:      opts.controllerNS,
+		ControllerServiceAccount: opts.controllerSA,
+		TokenPath:                opts.tokenPath,
+		TrustBundlePath:          opts.trustBundlePath,
+		NodeID:                   opts.nodeID,
+		Scope:                    opts.scope(),
+		Applier:                  applier,
+		Observer:                 tracker,
+		Logger:                   log.WithName("agent"),
 	})
 }

@@ -4,20 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/client"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/proxy/internal/resource"
 )
 
 // maxNackDetail bounds the detail of a NACK, well inside discoveryv1.MaxClientMessageBytes.
-const maxNackDetail = 1024
+const maxNackDetail = 1000
 
-// handle builds the complete set a snapshot brings, applies it and returns the ACK, or the
-// NACK with the reason when either step fails. The previous set keeps serving on a NACK.
-func (a *Agent) handle(ctx context.Context, snap *discoveryv1.Snapshot) *discoveryv1.ClientMessage {
+// handle builds the complete set a snapshot brings, applies it and ACKs it, or NACKs it with
+// the reason when either step fails; the previous set keeps serving then. An error means the
+// answer could not be sent.
+func (a *Agent) handle(ctx context.Context, st *client.Stream, snap *discoveryv1.Snapshot) error {
 	set, err := a.build(snap)
 	if err == nil {
 		err = a.cfg.Applier.Apply(ctx, set)
@@ -26,12 +29,24 @@ func (a *Agent) handle(ctx context.Context, snap *discoveryv1.Snapshot) *discove
 		a.cfg.Logger.Info("Rejected snapshot", "version", snap.GetVersion(), "full", snap.GetFull(),
 			"error", err.Error(), "servingVersion", versionOf(a.applied))
 		a.cfg.Observer.SnapshotRejected(snap.GetVersion(), err)
-		return nack(snap, err)
+		return answerError(st, st.Nack(snap, nackDetail(err)))
 	}
 	a.applied = set
 	a.cfg.Logger.Info("Applied snapshot", "version", set.Version(), "full", snap.GetFull(), "resources", set.Len())
 	a.cfg.Observer.SnapshotApplied(set.Version())
-	return ack(snap)
+	return answerError(st, st.Ack(snap))
+}
+
+// answerError explains a failed ACK or NACK: on io.EOF the stream ended, and Recv tells why.
+func answerError(st *client.Stream, err error) error {
+	if !errors.Is(err, io.EOF) {
+		return err
+	}
+	for {
+		if _, err := st.Recv(); err != nil {
+			return err
+		}
+	}
 }
 
 // build returns the complete set a snapshot brings: its resources when full, else the applied
@@ -75,20 +90,13 @@ func verifyVersion(set *resource.Set) error {
 	return nil
 }
 
-func ack(snap *discoveryv1.Snapshot) *discoveryv1.ClientMessage {
-	return &discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Ack{Ack: &discoveryv1.Ack{
-		Version: snap.GetVersion(), Nonce: snap.GetNonce(),
-	}}}
-}
-
-func nack(snap *discoveryv1.Snapshot, err error) *discoveryv1.ClientMessage {
+// nackDetail bounds the reason of a NACK and keeps it valid UTF-8, as proto strings must be.
+func nackDetail(err error) error {
 	detail := err.Error()
 	if len(detail) > maxNackDetail {
 		detail = detail[:maxNackDetail]
 	}
-	return &discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Nack{Nack: &discoveryv1.Nack{
-		Version: snap.GetVersion(), Nonce: snap.GetNonce(), Detail: strings.ToValidUTF8(detail, "?"),
-	}}}
+	return errors.New(strings.ToValidUTF8(detail, "?"))
 }
 
 func versionOf(set *resource.Set) string {

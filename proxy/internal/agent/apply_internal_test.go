@@ -1,24 +1,18 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-logr/logr"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/proxy/internal/resource"
 )
-
-type acceptAll struct{}
-
-func (acceptAll) Apply(context.Context, *resource.Set) error { return nil }
 
 func testResource(t *testing.T, key, value string) *discoveryv1.Resource {
 	t.Helper()
@@ -39,7 +33,7 @@ func versionOfResources(t *testing.T, rs ...*discoveryv1.Resource) string {
 	return s.Version()
 }
 
-func TestHandleRefusesMalformedSnapshots(t *testing.T) {
+func TestBuildRefusesMalformedSnapshots(t *testing.T) {
 	t.Parallel()
 	a, b := testResource(t, "a", "1"), testResource(t, "b", "2")
 	v1 := versionOfResources(t, a)
@@ -83,7 +77,7 @@ func TestHandleRefusesMalformedSnapshots(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ag := &Agent{cfg: Config{Applier: acceptAll{}, Observer: nopObserver{}, Logger: logr.Discard()}}
+			ag := &Agent{}
 			if tt.applied != nil {
 				set, err := resource.NewSet(versionOfResources(t, tt.applied...), tt.applied)
 				if err != nil {
@@ -91,15 +85,8 @@ func TestHandleRefusesMalformedSnapshots(t *testing.T) {
 				}
 				ag.applied = set
 			}
-			before := ag.applied
-			tt.snap.Nonce = "7"
-			msg := ag.handle(t.Context(), tt.snap)
-			n := msg.GetNack()
-			if n == nil || n.GetNonce() != "7" || n.GetVersion() != tt.snap.GetVersion() || !strings.Contains(n.GetDetail(), tt.wantText) {
-				t.Fatalf("answer %v, want a NACK of nonce 7 saying %q", msg, tt.wantText)
-			}
-			if ag.applied != before {
-				t.Fatal("a refused snapshot replaced the applied set")
+			if _, err := ag.build(tt.snap); err == nil || !strings.Contains(err.Error(), tt.wantText) {
+				t.Fatalf("build: %v, want an error saying %q", err, tt.wantText)
 			}
 		})
 	}
@@ -108,8 +95,7 @@ func TestHandleRefusesMalformedSnapshots(t *testing.T) {
 func TestNackDetailIsBoundedUTF8(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é", maxNackDetail)
-	msg := nack(&discoveryv1.Snapshot{Version: "v", Nonce: "1"}, errors.New(long))
-	d := msg.GetNack().GetDetail()
+	d := nackDetail(errors.New(long)).Error()
 	if !utf8.ValidString(d) || len(d) > maxNackDetail+3 || !strings.HasPrefix(long, strings.TrimSuffix(d, "?")) {
 		t.Fatalf("detail of %d bytes: %q", len(d), d[len(d)-8:])
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
@@ -35,9 +34,11 @@ type Config struct {
 	// ServerName is the DNS name the controller's certificate must carry on both listeners; the
 	// host of BootstrapAddress when empty (which then must not be an IP address).
 	ServerName string
-	// ControllerID, when set, is the only SPIFFE ID the stream server may present; otherwise any
-	// workload ID of the SVID's trust domain is accepted (the DNS name is checked either way).
-	ControllerID spiffeid.ID
+	// ControllerNamespace and ControllerServiceAccount name the controller: the stream server
+	// must present their SPIFFE ID in the SVID's trust domain. wellknown.InstallNamespace and
+	// wellknown.ControllerServiceAccount when empty.
+	ControllerNamespace      string
+	ControllerServiceAccount string
 	// TokenPath and TrustBundlePath are re-read on every bootstrap; wellknown paths when empty.
 	TokenPath       string
 	TrustBundlePath string
@@ -59,9 +60,6 @@ type Config struct {
 	Clock clock.Clock
 	// Rand returns numbers in [0, 1) for jitter; math/rand/v2 when nil. Keys never use it.
 	Rand func() float64
-	// WireVersion is sent in BootstrapRequest and Subscribe; discoveryv1.WireVersion when zero.
-	// Only tests set it, to play a proxy of another release.
-	WireVersion uint32
 	// DialOptions are added to every connection.
 	DialOptions []grpc.DialOption
 }
@@ -81,7 +79,8 @@ func (c *Config) defaults() error {
 	c.BootstrapTimeout = orDefault(c.BootstrapTimeout, DefaultBootstrapTimeout)
 	c.RenewFraction = orDefault(c.RenewFraction, DefaultRenewFraction)
 	c.RenewJitter = orDefault(c.RenewJitter, DefaultRenewJitter)
-	c.WireVersion = orDefault(c.WireVersion, discoveryv1.WireVersion)
+	c.ControllerNamespace = orDefault(c.ControllerNamespace, wellknown.InstallNamespace)
+	c.ControllerServiceAccount = orDefault(c.ControllerServiceAccount, wellknown.ControllerServiceAccount)
 	if c.Backoff == (Backoff{}) {
 		c.Backoff = DefaultBackoff
 	}

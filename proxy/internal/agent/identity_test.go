@@ -16,20 +16,23 @@ import (
 func TestStreamRefusesAServerThatIsNotTheController(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name       string
+		name string
+		// serverID, when set, is the SPIFFE ID of an SVID (no DNS name) the stream server presents.
+		serverID   string
 		configure  func(*agent.Config)
-		proxyCert  bool
 		wantReason string
 	}{
 		{
-			name: "a server with a proxy's SVID and no DNS name is refused", proxyCert: true,
+			name: "a server with a proxy's SVID is refused", serverID: sharedID,
+			wantReason: "peer not authorized",
+		},
+		{
+			name: "a server with the controller's SPIFFE ID but not its DNS name is refused", serverID: servertest.ControllerID,
 			wantReason: "verify stream server name",
 		},
 		{
-			name: "a server with another SPIFFE ID than the configured controller's is refused",
-			configure: func(cfg *agent.Config) {
-				cfg.ControllerID = spiffeid.RequireFromString("spiffe://cluster.local/ns/coxswain-system/sa/other-controller")
-			},
+			name:       "the controller is refused when another controller identity is configured",
+			configure:  func(cfg *agent.Config) { cfg.ControllerServiceAccount = "other-controller" },
 			wantReason: "peer not authorized",
 		},
 	}
@@ -37,8 +40,8 @@ func TestStreamRefusesAServerThatIsNotTheController(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := newController(t)
-			if tt.proxyCert {
-				c.streamCert = c.pki.SVID(t, sharedID)
+			if tt.serverID != "" {
+				c.streamCert = c.pki.SVID(t, tt.serverID)
 			}
 			c.set(map[string]string{"route/a": "a"})
 			c.start()
@@ -64,7 +67,13 @@ func TestStreamRefusesAServerThatIsNotTheController(t *testing.T) {
 		c := newController(t)
 		v := c.set(map[string]string{"route/a": "a"})
 		c.start()
-		p := newProxy(t, c, func(cfg *agent.Config) { cfg.ControllerID = spiffeid.RequireFromString(servertest.ControllerID) })
+		p := newProxy(t, c, func(cfg *agent.Config) {
+			id := spiffeid.RequireFromString(servertest.ControllerID)
+			cfg.ControllerNamespace, cfg.ControllerServiceAccount = "coxswain-system", "coxswain-controller"
+			if !strings.HasSuffix(id.Path(), "/ns/"+cfg.ControllerNamespace+"/sa/"+cfg.ControllerServiceAccount) {
+				t.Fatalf("the test controller is %s", id)
+			}
+		})
 		p.run()
 		p.waitVersion(v)
 	})

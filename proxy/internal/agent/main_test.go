@@ -14,8 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/pki/pkitest"
@@ -70,6 +72,8 @@ type controller struct {
 	// streamCert, when set, is what the stream listener presents instead of the controller's
 	// serving certificate.
 	streamCert *tls.Certificate
+	// bootstrapRefusal, when set, is what every bootstrap gets instead of an SVID.
+	bootstrapRefusal error
 	// streamRefusal, when set, is what every authorized stream gets instead of snapshots.
 	streamRefusal error
 
@@ -151,6 +155,9 @@ func (c *controller) recordCSR(ctx context.Context, req any, _ *grpc.UnaryServer
 		c.mu.Lock()
 		c.csrKeys = append(c.csrKeys, csr.PublicKey)
 		c.mu.Unlock()
+	}
+	if c.bootstrapRefusal != nil {
+		return nil, c.bootstrapRefusal
 	}
 	return handler(ctx, req)
 }
@@ -236,8 +243,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// discoveryVersionOfAnotherRelease is a wire version this build does not speak.
-const discoveryVersionOfAnotherRelease = discoveryv1.WireVersion + 1
+// anotherRelease is how the services of a controller that speaks another wire version answer.
+var anotherRelease = status.Error(codes.FailedPrecondition, "wire version 1, server speaks 2")
 
 // metric returns the value of the stream service's counter name whose label, if any, is label.
 func metric(t *testing.T, c *controller, name, label string) float64 {

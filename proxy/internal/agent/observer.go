@@ -10,8 +10,10 @@ import (
 // Applier installs routing state; the data plane implements it. Apply gets a complete,
 // immutable resource set (deltas are already merged): it must validate the set and either swap
 // it in atomically and return nil, or return an error and keep serving what it had, which the
-// agent then reports to the controller with a NACK. The agent calls Apply from one goroutine,
-// never concurrently, and never with anything that clears the state on a disconnect.
+// agent then reports to the controller with a NACK. The error text is logged and sent to the
+// controller, so it must never hold secret material (listener private keys). The agent calls
+// Apply from one goroutine, never concurrently, and never with anything that clears the state
+// on a disconnect.
 type Applier interface {
 	Apply(ctx context.Context, set *resource.Set) error
 }

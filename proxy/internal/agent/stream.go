@@ -5,13 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
-
-	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/client"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 )
 
@@ -23,36 +18,26 @@ var errRotated = errors.New("SVID rotated")
 func (a *Agent) stream(ctx context.Context, s *svid) (healthy bool, err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	conn, err := grpc.NewClient("passthrough:///"+a.cfg.StreamAddress, a.streamDialOptions(s)...)
-	if err != nil {
-		return false, fmt.Errorf("dial stream %s: %w", a.cfg.StreamAddress, err)
-	}
-	defer func() { _ = conn.Close() }()
 	go a.cancelOnRotation(ctx, cancel)
-
-	st, err := discoveryv1.NewDiscoveryClient(conn).Stream(ctx)
+	st, err := client.Subscribe(ctx, client.StreamConfig{
+		Address: a.cfg.StreamAddress, TLS: a.streamTLS(s), NodeID: a.cfg.NodeID,
+		Scope: a.cfg.Scope.proto(), DialOptions: a.cfg.DialOptions,
+	})
 	if err != nil {
-		return false, streamError(ctx, fmt.Errorf("open stream at %s: %w", a.cfg.StreamAddress, err))
+		return false, streamError(ctx, err)
 	}
-	if err := st.Send(a.subscribe()); err != nil {
-		return false, streamError(ctx, recvError(st, err))
-	}
+	defer func() { _ = st.Close() }()
 	a.cfg.Observer.StreamOpened()
 	a.cfg.Logger.Info("Subscribed", "address", a.cfg.StreamAddress, "nodeID", a.cfg.NodeID,
 		"scope", a.cfg.Scope.String(), "spiffeID", s.id.String())
 	for {
-		msg, err := st.Recv()
+		snap, err := st.Recv()
 		if err != nil {
 			return healthy, streamError(ctx, fmt.Errorf("receive: %w", err))
 		}
-		snap := msg.GetSnapshot()
-		if snap == nil {
-			a.cfg.Logger.V(1).Info("Ignored server message of an unknown kind")
-			continue
-		}
 		healthy = true
-		if err := st.Send(a.handle(ctx, snap)); err != nil {
-			return healthy, streamError(ctx, recvError(st, err))
+		if err := a.handle(ctx, st, snap); err != nil {
+			return healthy, streamError(ctx, fmt.Errorf("answer: %w", err))
 		}
 	}
 }
@@ -74,50 +59,17 @@ func streamError(ctx context.Context, err error) error {
 	return err
 }
 
-// recvError explains a failed Send: on io.EOF the stream ended, and Recv reports its status.
-func recvError(st discoveryv1.Discovery_StreamClient, sendErr error) error {
-	if !errors.Is(sendErr, io.EOF) {
-		return fmt.Errorf("send: %w", sendErr)
-	}
-	for {
-		if _, err := st.Recv(); err != nil {
-			return fmt.Errorf("receive: %w", err)
-		}
-	}
-}
-
-func (a *Agent) subscribe() *discoveryv1.ClientMessage {
-	return &discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Subscribe{Subscribe: &discoveryv1.Subscribe{
-		WireVersion: a.cfg.WireVersion, NodeId: a.cfg.NodeID, Scope: a.cfg.Scope.proto(),
-	}}}
-}
-
-// streamDialOptions present s over mTLS and accept only the controller: a certificate of the
-// SVID's trust domain, verified against the bundle that came with s, carrying ServerName as a
-// DNS name and, when configured, ControllerID as its SPIFFE ID.
-func (a *Agent) streamDialOptions(s *svid) []grpc.DialOption {
-	authorize := tlsconfig.AuthorizeAny()
-	if !a.cfg.ControllerID.IsZero() {
-		authorize = tlsconfig.AuthorizeID(a.cfg.ControllerID)
-	}
-	cfg := tlsconfig.MTLSClient(tlsconfig.NewRotatingCertificate(s.certificate),
-		tlsconfig.NewRotatingBundle(s.bundle), s.id.TrustDomain(), authorize)
+// streamTLS presents s over mTLS and accepts only the controller: a certificate verified
+// against the bundle that came with s, with the controller's SPIFFE ID and ServerName as a DNS
+// name. Proxy SVIDs carry no DNS name, so no proxy can pose as the controller even when the
+// controller's identity is misconfigured.
+func (a *Agent) streamTLS(s *svid) *tls.Config {
+	cfg := client.StreamTLS(tlsconfig.NewRotatingCertificate(s.certificate), tlsconfig.NewRotatingBundle(s.bundle), s.controller)
 	cfg.VerifyConnection = requireServerName(cfg.VerifyConnection, a.cfg.ServerName)
-	base := []grpc.DialOption{
-		grpc.WithTransportCredentials(credentials.NewTLS(cfg)),
-		grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(discoveryv1.MaxServerMessageBytes),
-			grpc.MaxCallSendMsgSize(discoveryv1.MaxClientMessageBytes),
-		),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time: discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
-		}),
-	}
-	return append(base, a.cfg.DialOptions...)
+	return cfg
 }
 
-// requireServerName runs verify, then requires the verified leaf to carry name: proxy SVIDs
-// have no DNS names, so no proxy can pose as the controller.
+// requireServerName runs verify, then requires the verified leaf to carry name.
 func requireServerName(verify func(tls.ConnectionState) error, name string) func(tls.ConnectionState) error {
 	return func(cs tls.ConnectionState) error {
 		if err := verify(cs); err != nil {

@@ -65,8 +65,9 @@ func TestReadinessFollowsTheControlChannel(t *testing.T) {
 func TestWireVersionMismatchAtBootstrapStopsRetrying(t *testing.T) {
 	t.Parallel()
 	c := newController(t)
+	c.bootstrapRefusal = anotherRelease
 	c.start()
-	p := newProxy(t, c, func(cfg *agent.Config) { cfg.WireVersion = discoveryVersionOfAnotherRelease })
+	p := newProxy(t, c)
 	p.run()
 
 	err := <-p.done
@@ -96,7 +97,7 @@ func TestWireVersionMismatchOnTheStreamStopsRetryingAndKeepsServing(t *testing.T
 
 	// The controller comes back as a release that speaks another wire version.
 	c.stop()
-	c.streamRefusal = status.Error(codes.FailedPrecondition, "wire version 1, server speaks 2")
+	c.streamRefusal = anotherRelease
 	_, streamsBefore := c.counts()
 	c.start()
 
