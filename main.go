@@ -13,7 +13,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -22,9 +21,15 @@ import (
 
 	"coxswain.dev/coxswain/api/v1alpha1"
 	"coxswain.dev/coxswain/controllers"
+	snapcache "coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/discoveryserver"
+	"coxswain.dev/coxswain/internal/identity"
 	"coxswain.dev/coxswain/internal/readiness"
+	"coxswain.dev/coxswain/internal/rebuild"
+	"coxswain.dev/coxswain/internal/scopeauth"
 	"coxswain.dev/coxswain/internal/settings"
+	"coxswain.dev/coxswain/internal/status"
 )
 
 type options struct {
@@ -33,6 +38,7 @@ type options struct {
 	metricsAddr    string
 	probeAddr      string
 	leaderElection bool
+	controllerSA   string
 	settings       *settings.Flags
 	zap            zap.Options
 }
@@ -57,6 +63,8 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the health probe endpoint.")
 	fs.BoolVar(&o.leaderElection, "leader-elect", false, "Elect a leader; only the leader writes status and provisions proxies.")
+	fs.StringVar(&o.controllerSA, "controller-service-account", wellknown.ControllerServiceAccount,
+		"The operator's own ServiceAccount: its SPIFFE ID is in the discovery serving certificate.")
 	o.settings = settings.RegisterFlags(fs, os.LookupEnv)
 	o.zap.BindFlags(fs)
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag
@@ -90,9 +98,7 @@ func run(o *options) error {
 		LeaderElection:          o.leaderElection,
 		LeaderElectionID:        "coxswain-controller",
 		LeaderElectionNamespace: o.namespace,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.CoxswainConfig{}: {Namespaces: map[string]cache.Config{o.namespace: {}}},
-		}},
+		Cache:                   cacheOptions(o.namespace),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -100,6 +106,7 @@ func run(o *options) error {
 	store := settings.NewStore(base)
 	board := readiness.NewBoard(v1alpha1.ConditionCAReady, v1alpha1.ConditionDiscoveryServing, v1alpha1.ConditionTrustBundlePublished)
 	elected := mgr.Elected()
+	isLeader := func() bool { return isClosed(elected) }
 	cfg := &controllers.CoxswainConfigReconciler{
 		Client:   mgr.GetClient(),
 		Key:      types.NamespacedName{Namespace: o.namespace, Name: o.configName},
@@ -107,16 +114,74 @@ func run(o *options) error {
 		Store:    store,
 		Board:    board,
 		Recorder: mgr.GetEventRecorder("coxswain"),
-		IsLeader: func() bool { return isClosed(elected) },
+		IsLeader: isLeader,
 	}
 	if err := cfg.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up CoxswainConfig controller: %w", err)
+	}
+	if err := setupGatewayAPI(mgr, o, store, board, elected); err != nil {
+		return err
 	}
 	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
 		return fmt.Errorf("add health checks: %w", err)
 	}
 	ctrl.Log.Info("Starting operator", "namespace", o.namespace, "config", o.configName)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// cacheOptions restricts the informer cache: CoxswainConfig only in the operator's namespace,
+// plus the Gateway API controller's restrictions (only TLS Secrets, one CRD).
+func cacheOptions(namespace string) cache.Options {
+	byObject := controllers.GatewayAPICacheOptions()
+	byObject[&v1alpha1.CoxswainConfig{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
+	return cache.Options{ByObject: byObject}
+}
+
+// setupGatewayAPI wires the control channel: the discovery CA, trust bundle and listeners, and
+// the translation pipeline whose snapshots the stream listener serves and whose scope authority
+// decides which proxy may subscribe to which Gateway.
+func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board *readiness.Board, elected <-chan struct{}) error {
+	snapshots := snapcache.New(nil)
+	authority := scopeauth.New()
+	disc, err := discoveryserver.Setup(mgr, discoveryserver.SetupOptions{
+		Namespace:      o.namespace,
+		PodName:        os.Getenv("POD_NAME"),
+		ConfigName:     o.configName,
+		ServiceAccount: o.controllerSA,
+		Settings:       store,
+		Board:          board,
+		Snapshots:      snapshots,
+		Scopes:         authority,
+	})
+	if err != nil {
+		return fmt.Errorf("set up discovery: %w", err)
+	}
+	authority.OnDedicatedIdentities(func(set []scopeauth.ServiceAccount) {
+		ids := make([]identity.ServiceAccount, 0, len(set))
+		for _, sa := range set {
+			ids = append(ids, identity.ServiceAccount{Namespace: sa.Namespace, Name: sa.Name})
+		}
+		disc.Allowlist.Replace(ids)
+	})
+	authority.OnChange(disc.Runner.Reauthorize)
+	gw := &controllers.GatewayAPIReconciler{
+		Client: mgr.GetClient(),
+		Pipeline: &rebuild.Pipeline{
+			Cache:     snapshots,
+			Authority: authority,
+			IsLeader:  func() bool { return isClosed(elected) },
+			Status: &status.Writer{
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+				SharedProxyService: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
+			},
+		},
+		Debouncer: rebuild.NewDebouncer(rebuild.DefaultHoldoff, rebuild.DefaultMaxDelay, nil),
+		Elected:   elected,
+	}
+	if err := gw.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up Gateway API controller: %w", err)
+	}
+	return nil
 }
 
 func isClosed(c <-chan struct{}) bool {

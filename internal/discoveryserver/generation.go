@@ -199,3 +199,11 @@ func (g *generation) describe() string {
 	}
 	return "Bootstrap listens on " + g.addrs.Bootstrap + ", stream on " + g.addrs.Stream
 }
+
+// streamServer returns the generation's stream server; nil for no generation or no stream.
+func (g *generation) streamServer() *stream.Server {
+	if g == nil {
+		return nil
+	}
+	return g.stream
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -73,6 +74,8 @@ type Runner struct {
 	opts  Options
 	log   logr.Logger
 	addrs chan Addrs
+	// stream is the stream server of the running generation, nil while none serves.
+	stream atomic.Pointer[stream.Server]
 }
 
 // New checks opts and returns a Runner.
@@ -120,7 +123,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	for {
 		var retry <-chan time.Time
 		var err error
-		if gen, err = r.reconcile(ctx, gen); err != nil {
+		gen, err = r.reconcile(ctx, gen)
+		r.stream.Store(gen.streamServer())
+		if err != nil {
 			r.log.Error(err, "Failed to start discovery listeners")
 			r.report(metav1.ConditionFalse, ReasonListenFailed, err.Error())
 			retry = time.After(retryListen)
@@ -133,6 +138,14 @@ func (r *Runner) Start(ctx context.Context) error {
 		case <-gen.failedChan():
 		case <-retry:
 		}
+	}
+}
+
+// Reauthorize re-checks every live stream against the scope authority and closes the ones it
+// now denies. Call it whenever the facts behind an authorization change.
+func (r *Runner) Reauthorize() {
+	if s := r.stream.Load(); s != nil {
+		s.Reauthorize()
 	}
 }
 
