@@ -101,8 +101,9 @@ uninstall: manifests kustomize k8s-assets ## Remove our CRDs and the Gateway API
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
-deploy: manifests kustomize k8s-assets ## Deploy the operator into the configured cluster.
+deploy: manifests kustomize k8s-assets ## Deploy the operator and the shared proxy pool into the configured cluster (IMG, PROXY_IMG).
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	cd config/proxy && $(KUSTOMIZE) edit set image proxy=$(PROXY_IMG)
 	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
