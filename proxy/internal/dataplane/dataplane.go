@@ -1,0 +1,130 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/metrics"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
+	"coxswain.dev/coxswain/proxy/internal/resource"
+)
+
+// ErrShutdown refuses an Apply after Shutdown.
+var ErrShutdown = errors.New("data plane is shut down")
+
+// Options configure the data plane; zero values take each part's defaults.
+type Options struct {
+	Listener listener.Options
+	Upstream upstream.Options
+	// Forward tunes the request path; its AccessLog and Metrics are set from the fields below.
+	Forward forward.Options
+	// AccessLog, when set, receives one JSON line per request.
+	AccessLog io.Writer
+	// Registerer, when set, gets the data plane's metrics.
+	Registerer prometheus.Registerer
+}
+
+// DataPlane serves the routing state of the last resource set applied. It implements the
+// agent's Applier.
+type DataPlane struct {
+	log       logr.Logger
+	handler   *forward.Handler
+	listeners *listener.Manager
+	pool      *upstream.Pool
+	accessLog *accesslog.Logger
+	mu        sync.Mutex
+	shutdown  bool
+}
+
+// New returns a data plane that serves nothing until the first Apply.
+func New(log logr.Logger, opts Options) (*DataPlane, error) {
+	d := &DataPlane{log: log, pool: upstream.NewPool(opts.Upstream)}
+	if opts.AccessLog != nil {
+		d.accessLog = accesslog.New(opts.AccessLog, time.Second)
+		opts.Forward.AccessLog = d.accessLog
+	}
+	if opts.Registerer != nil {
+		m, err := metrics.New(opts.Registerer, func() float64 { return d.listeners.OpenConnections() })
+		if err != nil {
+			return nil, err
+		}
+		opts.Forward.Metrics = m
+	}
+	d.handler = forward.NewHandler(opts.Forward)
+	d.listeners = listener.NewManager(log.WithName("listener"), d.handler, opts.Listener)
+	return d, nil
+}
+
+// Apply validates set, compiles it into a routing table, binds the ports it adds and swaps the
+// table in with one atomic store; requests in flight finish on the table they started with.
+// Ports the table drops are drained in the background. On error nothing changes and the last
+// good table keeps serving.
+func (d *DataPlane) Apply(_ context.Context, set *resource.Set) error {
+	if set == nil {
+		return errors.New("apply: nil resource set")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.shutdown {
+		return ErrShutdown
+	}
+	start := time.Now()
+	table, err := router.Compile(set.All())
+	if err != nil {
+		return fmt.Errorf("apply version %s: %w", set.Version(), err)
+	}
+	plan, err := d.listeners.Prepare(table)
+	if err != nil {
+		return fmt.Errorf("apply version %s: %w", set.Version(), err)
+	}
+	state := &forward.State{Table: table, Upstreams: d.pool.Build(table)}
+	d.handler.Swap(state)
+	plan.Commit()
+	d.pool.Retire(state.Upstreams)
+	d.logApplied(set.Version(), table, time.Since(start))
+	return nil
+}
+
+func (d *DataPlane) logApplied(version string, table *router.Table, took time.Duration) {
+	if len(table.Skipped) > 0 {
+		d.log.Info("Skipped listeners whose protocol differs from their port's", "version", version, "listeners", table.Skipped)
+	}
+	d.log.V(1).Info("Applied routing table", "version", version, "ports", len(table.Ports()),
+		"routes", table.Routes(), "clusters", len(table.Clusters()), "took", took.String())
+}
+
+// Shutdown drains the data plane: listeners stop accepting, keep-alive connections close
+// after their current request, HTTP/2 clients are told to go away, and requests in flight get
+// until ctx ends; WebSocket tunnels still open then are closed. Apply fails afterwards.
+func (d *DataPlane) Shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	d.shutdown = true
+	d.mu.Unlock()
+	err := d.listeners.Shutdown(ctx)
+	d.handler.Wait(ctx.Done())
+	d.pool.Close()
+	if d.accessLog != nil {
+		err = errors.Join(err, d.accessLog.Close())
+	}
+	return err
+}
+
+// Addr returns the address a table port is bound to, for tests and the benchmark harness.
+func (d *DataPlane) Addr(port uint32) (string, bool) {
+	a, ok := d.listeners.Addr(port)
+	if !ok {
+		return "", false
+	}
+	return a.String(), true
+}

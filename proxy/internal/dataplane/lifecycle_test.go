@@ -1,0 +1,180 @@
+package dataplane_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/proxy/internal/dataplane"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
+)
+
+// Tests that requests in flight across many table swaps never fail: each swap changes the
+// route set and the cluster's endpoints, yet every request is answered 200 by a backend.
+func TestSwapDropsNothing(t *testing.T) {
+	t.Parallel()
+	a, _ := backend(t, "a")
+	b, _ := backend(t, "b")
+	d := start(t, dataplane.Options{})
+	setFor := func(i int) {
+		target, other := a, b
+		if i%2 == 1 {
+			target, other = b, a
+		}
+		apply(t, d,
+			snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "",
+				snaptest.Route("ns/r"+string(rune('a'+i%2))+"/0/0", "", snaptest.Prefix("/"), "ns/app:80"))),
+			snaptest.Cluster(t, "ns/app:80", hostPort(target), hostPort(other)),
+		)
+	}
+	setFor(0)
+	c := client(addr(t, d, 80))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var served, failed atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if r := do(t, c, "GET", "http://x/"); r.status == 200 {
+					served.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		setFor(i + 1)
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	if failed.Load() != 0 || served.Load() == 0 {
+		t.Errorf("%d requests served, %d failed across 200 swaps", served.Load(), failed.Load())
+	}
+}
+
+// Tests that a refused set leaves the last good table serving.
+func TestApplyRefusesAndKeepsServing(t *testing.T) {
+	t.Parallel()
+	app, _ := backend(t, "app")
+	d := start(t, dataplane.Options{})
+	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", snaptest.Route("ns/r/0/0", "", snaptest.Prefix("/"), "ns/app:80"))),
+		snaptest.Cluster(t, "ns/app:80", hostPort(app)))
+	bad := snaptest.Set(t, "bad", snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", snaptest.Route("ns/r/0/0", "", snaptest.Regex("/("), "ns/app:80"))))
+	if err := d.Apply(context.Background(), bad); !errors.Is(err, router.ErrInvalid) {
+		t.Fatalf("got %v, want ErrInvalid", err)
+	}
+	if r := do(t, client(addr(t, d, 80)), "GET", "http://x/"); r.status != 200 {
+		t.Errorf("after a refused set: %d", r.status)
+	}
+}
+
+// Tests that ports are bound and released as tables add and drop them, and that a port in use
+// refuses the set. It runs alone: a parallel test could be given the released port.
+func TestListenersFollowTables(t *testing.T) {
+	d := start(t, dataplane.Options{})
+	apply(t, d, snaptest.HTTP("ns/a", 80), snaptest.HTTP("ns/a", 81))
+	dropped := addr(t, d, 81)
+	apply(t, d, snaptest.HTTP("ns/a", 80))
+	if _, ok := d.Addr(81); ok {
+		t.Error("port 81 is still served")
+	}
+	eventually(t, "port 81 is released", func() bool {
+		c, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", dropped)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err != nil
+	})
+
+	taken, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	fixed, err := dataplane.New(logger(t), dataplane.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint32(taken.Addr().(*net.TCPAddr).Port)
+	if err := fixed.Apply(context.Background(), snaptest.Set(t, "v", snaptest.HTTP("ns/a", port))); err == nil {
+		t.Error("a set whose port is taken was applied")
+	}
+	if err := fixed.Shutdown(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+// Tests that Shutdown lets a request in flight finish, then refuses new connections.
+func TestShutdownDrains(t *testing.T) {
+	t.Parallel()
+	app, _ := backend(t, "app")
+	d, err := dataplane.New(logger(t), dataplane.Options{Listener: listenOn127()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", snaptest.Route("ns/r/0/0", "", snaptest.Prefix("/"), "ns/app:80"))),
+		snaptest.Cluster(t, "ns/app:80", hostPort(app)))
+	proxy := addr(t, d, 80)
+	c := client(proxy)
+	done := make(chan int)
+	go func() { done <- do(t, c, "GET", "http://x/", "X-Sleep: 300ms").status }()
+	time.Sleep(100 * time.Millisecond) // let the request reach the backend
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if status := <-done; status != 200 {
+		t.Errorf("the request in flight got %d", status)
+	}
+	if conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", proxy); err == nil {
+		_ = conn.Close()
+		t.Error("a connection was accepted after shutdown")
+	}
+	if err := d.Apply(ctx, snaptest.Set(t, "late")); !errors.Is(err, dataplane.ErrShutdown) {
+		t.Errorf("apply after shutdown: %v", err)
+	}
+}
+
+// Tests the route timeouts: a slow backend beyond the backend timeout gets 504, within it 200.
+func TestTimeouts(t *testing.T) {
+	t.Parallel()
+	app, _ := backend(t, "app")
+	d := start(t, dataplane.Options{})
+	bounded := func(name, path string, timeouts *discoveryv1.Timeouts) *discoveryv1.Route {
+		r := snaptest.Route(name, "", snaptest.Prefix(path), "ns/app:80")
+		r.Timeouts = timeouts
+		return r
+	}
+	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "",
+		bounded("ns/backend/0/0", "/backend", &discoveryv1.Timeouts{BackendRequest: ms(100)}),
+		bounded("ns/request/0/0", "/request", &discoveryv1.Timeouts{Request: ms(100)}),
+	)), snaptest.Cluster(t, "ns/app:80", hostPort(app)))
+	c := client(addr(t, d, 80))
+	for _, tc := range []struct {
+		name, path, sleep string
+		want              int
+	}{
+		{"a backend slower than the backend timeout gets 504", "/backend", "1s", 504},
+		{"a backend slower than the request timeout gets 504", "/request", "1s", 504},
+		{"a backend within the timeout answers", "/backend", "1ms", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			if r := do(t, c, "GET", "http://x"+tc.path, "X-Sleep: "+tc.sleep); r.status != tc.want {
+				t.Errorf("got %d, want %d", r.status, tc.want)
+			}
+			if took := time.Since(start); took > 800*time.Millisecond {
+				t.Errorf("took %s", took)
+			}
+		})
+	}
+}

@@ -1,0 +1,230 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
+)
+
+// Options configure the listeners. Zero values take the defaults.
+type Options struct {
+	// Address returns the address to bind for a table port: ":<port>" when nil. A proxy that
+	// may not bind low ports maps them here (for example port+8000).
+	Address func(port uint32) string
+	// ReadTimeout bounds reading one request, and a TLS handshake; 60s when zero.
+	ReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long; 120s when zero.
+	IdleTimeout time.Duration
+	// MaxRequestBodySize bounds a request body; 64 MiB when zero.
+	MaxRequestBodySize int
+	// ReadBufferSize bounds a request's header; 16 KiB when zero.
+	ReadBufferSize int
+	// DrainTimeout bounds the drain of a port a new table no longer has; 30s when zero.
+	DrainTimeout time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Address == nil {
+		o.Address = func(port uint32) string { return ":" + strconv.FormatUint(uint64(port), 10) }
+	}
+	o.ReadTimeout = orDefault(o.ReadTimeout, 60*time.Second)
+	o.IdleTimeout = orDefault(o.IdleTimeout, 120*time.Second)
+	o.DrainTimeout = orDefault(o.DrainTimeout, 30*time.Second)
+	if o.MaxRequestBodySize == 0 {
+		o.MaxRequestBodySize = 64 << 20
+	}
+	if o.ReadBufferSize == 0 {
+		o.ReadBufferSize = 16 << 10
+	}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Manager keeps one server per port of the table applied last. Prepare and its Commit run
+// from one goroutine at a time.
+type Manager struct {
+	log     logr.Logger
+	opts    Options
+	handler *forward.Handler
+	mu      sync.Mutex
+	servers map[uint32]*server
+	// draining are servers being drained in the background after a table dropped them.
+	draining sync.WaitGroup
+}
+
+// NewManager returns a manager whose servers serve through handler.
+func NewManager(log logr.Logger, handler *forward.Handler, opts Options) *Manager {
+	opts.defaults()
+	return &Manager{log: log, opts: opts, handler: handler, servers: map[uint32]*server{}}
+}
+
+// Plan is the listener change a table needs: Prepare has bound the new ports; Commit, called
+// once the table is swapped in, releases the ports it dropped and rebinds the ports whose
+// protocol changed; Abort, called instead when the table is refused, releases the new ports.
+type Plan struct {
+	m       *Manager
+	added   map[uint32]*server
+	removed []*server
+	rebind  map[uint32]router.Protocol
+}
+
+// Prepare binds every port of table that is not bound yet. An error (a port in use, say)
+// leaves the listeners as they were.
+func (m *Manager) Prepare(table *router.Table) (*Plan, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	plan := &Plan{m: m, added: map[uint32]*server{}, rebind: map[uint32]router.Protocol{}}
+	want := map[uint32]bool{}
+	for _, p := range table.Ports() {
+		want[p.Number] = true
+		cur, ok := m.servers[p.Number]
+		switch {
+		case ok && cur.protocol == p.Protocol:
+		case ok:
+			plan.removed = append(plan.removed, cur)
+			plan.rebind[p.Number] = p.Protocol
+		default:
+			s, err := m.newServer(p.Number, p.Protocol)
+			if err != nil {
+				plan.Abort()
+				return nil, err
+			}
+			plan.added[p.Number] = s
+		}
+	}
+	for n, s := range m.servers {
+		if !want[n] {
+			plan.removed = append(plan.removed, s)
+		}
+	}
+	return plan, nil
+}
+
+// Abort releases the ports Prepare bound.
+func (p *Plan) Abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, s := range p.added {
+		_ = s.shutdown(ctx)
+	}
+}
+
+// Commit makes the plan's servers current and drains the dropped ones in the background. A
+// port whose protocol changed is rebound once its old server stopped accepting; failing that
+// is logged, as the table is already serving.
+func (p *Plan) Commit() {
+	m := p.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for n, s := range p.added {
+		m.servers[n] = s
+	}
+	for _, s := range p.removed {
+		delete(m.servers, s.port)
+		m.drain(s)
+	}
+	for n, proto := range p.rebind {
+		s, err := m.rebind(n, proto)
+		if err != nil {
+			m.log.Error(err, "Could not rebind port with its new protocol", "port", n, "protocol", proto.String())
+			continue
+		}
+		m.servers[n] = s
+	}
+}
+
+// rebind retries binding for a short while: the old socket closes as its drain starts.
+func (m *Manager) rebind(port uint32, proto router.Protocol) (*server, error) {
+	var err error
+	for range 50 {
+		var s *server
+		if s, err = m.newServer(port, proto); err == nil {
+			return s, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, err
+}
+
+func (m *Manager) drain(s *server) {
+	m.draining.Add(1)
+	go func() {
+		defer m.draining.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), m.opts.DrainTimeout)
+		defer cancel()
+		if err := s.shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			m.log.Error(err, "Drained port with errors", "port", s.port)
+		}
+		m.log.V(1).Info("Released port", "port", s.port)
+	}()
+}
+
+// Addr returns the bound address of a table port, for tests and logs.
+func (m *Manager) Addr(port uint32) (net.Addr, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.servers[port]
+	if !ok {
+		return nil, false
+	}
+	return s.addr, true
+}
+
+// OpenConnections returns the number of open downstream connections.
+func (m *Manager) OpenConnections() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.servers {
+		n += int(s.fast.GetOpenConnectionsCount())
+	}
+	return float64(n)
+}
+
+// Shutdown stops every server, waiting for requests in flight until ctx ends.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	servers := m.servers
+	m.servers = map[uint32]*server{}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(servers))
+	var mu sync.Mutex
+	for _, s := range servers {
+		wg.Go(func() {
+			err := s.shutdown(ctx)
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	drained := make(chan struct{})
+	go func() {
+		m.draining.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("drain released ports: %w", ctx.Err()))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shut down listeners: %w", err)
+	}
+	return nil
+}

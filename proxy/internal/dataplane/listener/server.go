@@ -1,0 +1,92 @@
+package listener
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
+)
+
+// server serves one bound port.
+type server struct {
+	port     uint32
+	protocol router.Protocol
+	addr     net.Addr
+	fast     *fasthttp.Server
+	h2       *h2Server
+	served   chan error
+}
+
+func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, error) {
+	addr := m.opts.Address(port)
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("bind port %d on %s: %w", port, addr, err)
+	}
+	s := &server{port: port, protocol: protocol, addr: ln.Addr(), served: make(chan error, 1)}
+	l := &forward.Listener{Port: port, Scheme: "http"}
+	if protocol == router.HTTPS {
+		l.Scheme = "https"
+	}
+	s.fast = m.fastServer(l)
+	if protocol == router.HTTPS {
+		s.h2 = newH2Server(m.handler.HTTP(l), ln.Addr(), &m.opts)
+		s.fast.NextProto("h2", s.h2.serve)
+		ln = tls.NewListener(ln, tlsConfig(m.handler, port))
+	}
+	go func() { s.served <- s.fast.Serve(ln) }()
+	return s, nil
+}
+
+func (m *Manager) fastServer(l *forward.Listener) *fasthttp.Server {
+	h := m.handler
+	return &fasthttp.Server{
+		Handler:               func(ctx *fasthttp.RequestCtx) { h.Serve(ctx, l) },
+		Name:                  "",
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		ReadTimeout:           m.opts.ReadTimeout,
+		IdleTimeout:           m.opts.IdleTimeout,
+		MaxRequestBodySize:    m.opts.MaxRequestBodySize,
+		ReadBufferSize:        m.opts.ReadBufferSize,
+		CloseOnShutdown:       true,
+		TCPKeepalive:          true,
+		Logger:                discard{},
+	}
+}
+
+// shutdown stops accepting, tells HTTP/2 clients to go away, closes idle keep-alive
+// connections and waits for requests in flight until ctx ends.
+func (s *server) shutdown(ctx context.Context) error {
+	var errs []error
+	var wg sync.WaitGroup
+	var h2err error
+	if s.h2 != nil {
+		wg.Go(func() { h2err = s.h2.srv.Shutdown(ctx) })
+	}
+	errs = append(errs, s.fast.ShutdownWithContext(ctx))
+	wg.Wait()
+	errs = append(errs, h2err)
+	select {
+	case err := <-s.served:
+		errs = append(errs, err)
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shut down port %d: %w", s.port, err)
+	}
+	return nil
+}
+
+// discard drops fasthttp's own log lines; errors that matter reach metrics and the access log.
+type discard struct{}
+
+func (discard) Printf(string, ...any) {}

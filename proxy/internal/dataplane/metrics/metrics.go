@@ -1,0 +1,140 @@
+package metrics
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the data plane's collectors. A nil *Metrics records nothing.
+type Metrics struct {
+	requests       *prometheus.CounterVec
+	duration       prometheus.Histogram
+	upstreamErrors *prometheus.CounterVec
+	mirrorsDropped prometheus.Counter
+	unmatched      *RouteCounters
+}
+
+// New registers the data plane's metrics on reg; connections reports the number of open
+// downstream connections when scraped.
+func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error) {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coxswain_proxy_requests_total",
+			Help: "Requests answered, by route (empty when none matched) and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "coxswain_proxy_request_duration_seconds",
+			Help:    "Time from a request's first byte to its response being handed to the connection.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coxswain_proxy_upstream_errors_total",
+			Help: "Upstream exchanges that failed, by cluster and reason (connect, timeout, no_endpoints, overload).",
+		}, []string{"cluster", "reason"}),
+		mirrorsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coxswain_proxy_mirrors_dropped_total",
+			Help: "Mirrored requests not sent because the mirror concurrency bound was reached.",
+		}),
+	}
+	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "coxswain_proxy_active_connections",
+		Help: "Open downstream connections.",
+	}, connections)
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, active} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register data plane metrics: %w", err)
+		}
+	}
+	m.unmatched = m.Route("")
+	return m, nil
+}
+
+// Route returns the counters of one route.
+func (m *Metrics) Route(name string) *RouteCounters {
+	if m == nil {
+		return nil
+	}
+	return &RouteCounters{vec: m.requests, route: name}
+}
+
+// Unmatched returns the counters of requests no route matched.
+func (m *Metrics) Unmatched() *RouteCounters {
+	if m == nil {
+		return nil
+	}
+	return m.unmatched
+}
+
+// Observe records one request's latency.
+func (m *Metrics) Observe(d time.Duration) {
+	if m != nil {
+		m.duration.Observe(d.Seconds())
+	}
+}
+
+// UpstreamError counts a failed upstream exchange.
+func (m *Metrics) UpstreamError(cluster, reason string) {
+	if m != nil {
+		m.upstreamErrors.WithLabelValues(cluster, reason).Inc()
+	}
+}
+
+// MirrorDropped counts a mirror copy that was not sent.
+func (m *Metrics) MirrorDropped() {
+	if m != nil {
+		m.mirrorsDropped.Inc()
+	}
+}
+
+// RouteCounters counts one route's requests by status. Lookups read an immutable list of the
+// statuses seen so far; a new status copies the list under a lock.
+type RouteCounters struct {
+	vec   *prometheus.CounterVec
+	route string
+	mu    sync.Mutex
+	seen  atomic.Pointer[[]statusCounter]
+}
+
+type statusCounter struct {
+	status  int
+	counter prometheus.Counter
+}
+
+// Inc counts one request answered with status.
+func (rc *RouteCounters) Inc(status int) {
+	if rc == nil {
+		return
+	}
+	if list := rc.seen.Load(); list != nil {
+		for i := range *list {
+			if (*list)[i].status == status {
+				(*list)[i].counter.Inc()
+				return
+			}
+		}
+	}
+	rc.add(status).Inc()
+}
+
+func (rc *RouteCounters) add(status int) prometheus.Counter {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var next []statusCounter
+	if list := rc.seen.Load(); list != nil {
+		for _, sc := range *list {
+			if sc.status == status {
+				return sc.counter
+			}
+		}
+		next = append(next, *list...)
+	}
+	c := rc.vec.WithLabelValues(rc.route, strconv.Itoa(status))
+	next = append(next, statusCounter{status: status, counter: c})
+	rc.seen.Store(&next)
+	return c
+}
