@@ -22,7 +22,7 @@ const (
 	// TokenAudience is the audience of the projected ServiceAccount token a proxy bootstraps with.
 	TokenAudience = "coxswain-discovery"
 	// TokenPath is where a proxy finds its projected ServiceAccount token.
-	TokenPath = "/var/run/secrets/coxswain/discovery-token/token"
+	TokenPath = "/var/run/secrets/coxswain/discovery-token/token" //nolint:gosec // a file path, not a credential
 	// TrustBundlePath is where a proxy finds the trust bundle.
 	TrustBundlePath = "/var/run/secrets/coxswain/trust-bundle/ca.crt"
 
@@ -35,8 +35,10 @@ const (
 	DefaultTrustDomain = "cluster.local"
 	// DefaultSVIDTTL is the default lifetime of a proxy SVID; proxies renew at about half of it.
 	DefaultSVIDTTL = 24 * time.Hour
-	// MinSVIDTTL and MaxSVIDTTL bound the configurable SVID lifetime.
+	// MinSVIDTTL is the shortest configurable SVID lifetime; it exists to exercise rotation in
+	// tests, production wants hours.
 	MinSVIDTTL = time.Minute
+	// MaxSVIDTTL is the longest configurable SVID lifetime.
 	MaxSVIDTTL = 30 * 24 * time.Hour
 
 	// SharedProxyServiceAccount is the ServiceAccount of the shared proxy pool.
