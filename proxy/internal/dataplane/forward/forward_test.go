@@ -1,0 +1,109 @@
+package forward_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
+)
+
+func listen(tb testing.TB) net.Listener {
+	tb.Helper()
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ln
+}
+
+// handlerFor returns a handler serving n routes to the endpoint at addr; h2c marks the cluster
+// as speaking HTTP/2 without TLS.
+func handlerFor(tb testing.TB, n int, addr string, h2c bool) (*forward.Handler, *upstream.Pool) {
+	tb.Helper()
+	res := snaptest.Resources(tb,
+		snaptest.HTTP("bench/gw", 80, snaptest.VHost("http", "", snaptest.ScaleRoutes(n, "bench/app:80")...)),
+		snaptest.Cluster(tb, "bench/app:80", addr))
+	table, err := router.Compile(snaptest.Seq(res))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	table.Clusters()[0].H2C = h2c
+	pool := upstream.NewPool(upstream.Options{})
+	h := forward.NewHandler(forward.Options{})
+	h.Swap(&forward.State{Table: table, Upstreams: pool.Build(table)})
+	return h, pool
+}
+
+// request returns a request for route i of snaptest.ScaleRoutes.
+func request(i int) *fasthttp.Request {
+	host, path := snaptest.ScaleTarget(i)
+	req := &fasthttp.Request{}
+	req.SetRequestURI(path + "/items?id=7")
+	req.Header.SetHost(host)
+	req.Header.Set("User-Agent", "bench")
+	return req
+}
+
+var listener80 = &forward.Listener{Port: 80, Scheme: "http"}
+
+// Tests that a cluster marked h2c is reached over HTTP/2 without TLS.
+func TestH2CUpstream(t *testing.T) {
+	t.Parallel()
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	ln := listen(t)
+	srv := &http.Server{Protocols: &protocols, ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Proto", r.Proto)
+		_, _ = fmt.Fprintf(w, "%s %s", r.Host, r.URL.RequestURI())
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	h, pool := handlerFor(t, 1, ln.Addr().String(), true)
+	t.Cleanup(pool.Close)
+	var ctx fasthttp.RequestCtx
+	ctx.Init(request(0), nil, nil)
+	h.Serve(&ctx, listener80)
+	if got := string(ctx.Response.Header.Peek("X-Proto")); ctx.Response.StatusCode() != 200 || got != "HTTP/2.0" {
+		t.Fatalf("got %d over %q: %s", ctx.Response.StatusCode(), got, ctx.Response.Body())
+	}
+	if got := string(ctx.Response.Body()); got != "svc-0.example.com /api/v0/items?id=7" {
+		t.Errorf("backend saw %q", got)
+	}
+}
+
+// BenchmarkServe forwards one request through tables of 1, 1,000 and 10,000 routes to a
+// keep-alive backend on loopback: the whole request path, allocations included.
+func BenchmarkServe(b *testing.B) {
+	ln := listen(b)
+	body := make([]byte, 100)
+	backend := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBody(body) }}
+	go func() { _ = backend.Serve(ln) }()
+	b.Cleanup(func() { _ = backend.Shutdown() })
+	for _, n := range []int{1, 1000, 10000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			h, pool := handlerFor(b, n, ln.Addr().String(), false)
+			defer pool.Close()
+			template := request(n / 2)
+			var ctx fasthttp.RequestCtx
+			ctx.Init(template, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 5555}, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				template.CopyTo(&ctx.Request)
+				ctx.Response.Reset()
+				h.Serve(&ctx, listener80)
+				if ctx.Response.StatusCode() != 200 {
+					b.Fatalf("got %d", ctx.Response.StatusCode())
+				}
+			}
+		})
+	}
+}
