@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/api/v1alpha1"
+	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/testenv"
+)
+
+// advertiseAddress is the API server's advertised address, on the namespace's loopback.
+const advertiseAddress = "198.18.0.1"
+
+// Cluster is a real kube-apiserver and etcd with Coxswain's and the Gateway API's CRDs.
+type Cluster struct {
+	env *envtest.Environment
+	// Client is an administrator's client with the Kubernetes, Gateway API and Coxswain types.
+	Client client.Client
+	// Kubeconfig is the path of a kubeconfig file for the operator process.
+	Kubeconfig string
+}
+
+// StartCluster starts the control plane and writes a kubeconfig into dir.
+func StartCluster(dir string) (*Cluster, error) {
+	env, err := testenv.New()
+	if err != nil {
+		return nil, fmt.Errorf("start cluster: %w", err)
+	}
+	// Without a default route the API server finds no address to advertise by itself; the
+	// namespace's test range is one the Endpoints of the kubernetes Service accept.
+	env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", advertiseAddress)
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start cluster: %w", err)
+	}
+	c := &Cluster{env: env}
+	if err := c.init(cfg, dir); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	return c, nil
+}
+
+func (c *Cluster) init(cfg *rest.Config, dir string) error {
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme), gwapiv1.Install(scheme)); err != nil {
+		return fmt.Errorf("build scheme: %w", err)
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	c.Client = cl
+	// The operator runs as an administrator: the suite tests the control channel and the
+	// data plane, not the RBAC manifests.
+	user, err := c.env.AddUser(envtest.User{Name: "coxswain-e2e-operator", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		return fmt.Errorf("add operator user: %w", err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("write operator kubeconfig: %w", err)
+	}
+	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return fmt.Errorf("write operator kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// Stop stops the control plane.
+func (c *Cluster) Stop() error {
+	if err := c.env.Stop(); err != nil {
+		return fmt.Errorf("stop cluster: %w", err)
+	}
+	return nil
+}
+
+// EnsureNamespace creates namespace name unless it exists.
+func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
+	return c.ensure(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+}
+
+// ServiceAccountToken creates ServiceAccount namespace/name unless it exists and returns a
+// token for it with the discovery audience, as the kubelet would project it.
+func (c *Cluster) ServiceAccountToken(ctx context.Context, namespace, name string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := c.ensure(ctx, sa); err != nil {
+		return "", err
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences:         []string{wellknown.TokenAudience},
+		ExpirationSeconds: ptr.To[int64](3600),
+	}}
+	if err := c.Client.SubResource("token").Create(ctx, sa, req); err != nil {
+		return "", fmt.Errorf("request token for %s/%s: %w", namespace, name, err)
+	}
+	return req.Status.Token, nil
+}
+
+// TrustBundle returns the PEM roots the operator published in its namespace.
+func (c *Cluster) TrustBundle(ctx context.Context, namespace string) ([]byte, error) {
+	var cm corev1.ConfigMap
+	key := types.NamespacedName{Namespace: namespace, Name: wellknown.TrustBundleConfigMapName}
+	if err := c.Client.Get(ctx, key, &cm); err != nil {
+		return nil, fmt.Errorf("get trust bundle: %w", err)
+	}
+	pem := cm.Data[wellknown.TrustBundleKey]
+	if pem == "" {
+		return nil, fmt.Errorf("trust bundle %s has no %s", key, wellknown.TrustBundleKey)
+	}
+	return []byte(pem), nil
+}
+
+// ensure creates obj unless it exists.
+func (c *Cluster) ensure(ctx context.Context, obj client.Object) error {
+	if err := c.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
