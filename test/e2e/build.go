@@ -24,14 +24,25 @@ type Binaries struct {
 // Build compiles the operator (the root module at root) and the proxy (its proxy module) into
 // dir. It runs before the suite enters its network namespace, where module downloads would
 // fail. The binaries are built without the race detector whatever the test binary uses: they
-// are the system under test, not the test.
+// are the system under test, not the test. A binary whose path the environment already names
+// (COXSWAIN_E2E_OPERATOR, COXSWAIN_E2E_PROXY) is tested as it is, not built.
 func Build(ctx context.Context, root, dir string) (Binaries, error) {
-	b := Binaries{Operator: filepath.Join(dir, "coxswain"), Proxy: filepath.Join(dir, "coxswain-proxy")}
-	if err := goBuild(ctx, root, b.Operator); err != nil {
-		return Binaries{}, err
-	}
-	if err := goBuild(ctx, filepath.Join(root, "proxy"), b.Proxy); err != nil {
-		return Binaries{}, err
+	b := Binaries{Operator: os.Getenv(envOperator), Proxy: os.Getenv(envProxy)}
+	for _, bin := range []struct {
+		path      *string
+		moduleDir string
+		name      string
+	}{
+		{&b.Operator, root, "coxswain"},
+		{&b.Proxy, filepath.Join(root, "proxy"), "coxswain-proxy"},
+	} {
+		if *bin.path != "" {
+			continue
+		}
+		*bin.path = filepath.Join(dir, bin.name)
+		if err := goBuild(ctx, bin.moduleDir, *bin.path); err != nil {
+			return Binaries{}, err
+		}
 	}
 	return b, nil
 }

@@ -3,12 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
+
+// outageLength is how long the operator stays down.
+const outageLength = 3 * time.Second
 
 // requestPause is the pause between two requests of one load worker.
 const requestPause = 5 * time.Millisecond
@@ -46,6 +50,18 @@ func waitMoreRequests(ctx context.Context, load *Load, n int64, timeout time.Dur
 	})
 }
 
+// degraded returns nil while the proxy's /readyz says 200 Degraded.
+func (p *proxy) degraded(ctx context.Context) error {
+	code, body, err := p.health.Readyz(ctx)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK || !strings.HasPrefix(body, "Degraded:") {
+		return fmt.Errorf("%s readyz %d %q, want 200 Degraded", p.Name, code, body)
+	}
+	return nil
+}
+
 // trafficSurvivesOperatorOutage kills the operator under load: the proxy must turn Degraded
 // and keep serving its last snapshot without failing a request, then turn Ready again when a
 // new operator comes up, and serve a route created after the restart.
@@ -63,11 +79,12 @@ func (s *suite) trafficSurvivesOperatorOutage(t *testing.T) {
 		t.Fatalf("proxy did not turn Degraded after the operator was killed: %v", err)
 	}
 	t.Logf("Proxy Degraded %s after SIGKILL of the operator", time.Since(killed).Round(time.Millisecond))
+	// Long enough for several reconnection attempts to fail.
+	if err := Hold(ctx, outageLength, 100*time.Millisecond, s.shared.degraded); err != nil {
+		t.Fatalf("during the outage: %v", err)
+	}
 	if err := waitMoreRequests(ctx, load, 200, 20*time.Second); err != nil {
 		t.Fatalf("load during the outage: %v", err)
-	}
-	if code, body, err := s.shared.health.Readyz(ctx); err != nil || code != 200 || !strings.HasPrefix(body, "Degraded:") {
-		t.Fatalf("readyz during the outage: %d %q %v, want 200 Degraded", code, body, err)
 	}
 
 	s.operator = s.startOperator(wellknown.DefaultSVIDTTL)

@@ -58,8 +58,17 @@ func (s *suite) svidRotatesUnderLoad(t *testing.T) {
 	if err := p.waitState(ctx, 10*time.Second, "Ready"); err != nil {
 		t.Errorf("proxy not Ready after the renewal: %v", err)
 	}
-	if err := waitMoreRequests(ctx, load, 200, 20*time.Second); err != nil {
-		t.Errorf("load after the renewal: %v", err)
+	// Keep the load on while the proxy reconnects with the new SVID and settles.
+	if err := Hold(ctx, 5*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
+		if _, failed := load.Counts(); failed > 0 {
+			return fmt.Errorf("%d requests failed", failed)
+		}
+		return p.Ended()
+	}); err != nil {
+		t.Errorf("after the renewal: %v", err)
+	}
+	if n, err := p.health.Metric(ctx, "coxswain_proxy_stream_reconnects_total"); err != nil || n < 1 {
+		t.Errorf("coxswain_proxy_stream_reconnects_total = %v (%v), want the stream reopened with the new SVID", n, err)
 	}
 	if n := strings.Count(p.Log(), "Obtained SVID"); n < 2 {
 		t.Errorf("proxy logged %d SVIDs, want 2", n)

@@ -100,6 +100,9 @@ func (s *suite) routeIsServed(t *testing.T) {
 	if err := s.waitRouteAccepted(ctx, echoRoute.Name); err != nil {
 		t.Errorf("HTTPRoute status: %v", err)
 	}
+	if err := s.waitAttachedRoutes(ctx, 1); err != nil {
+		t.Errorf("Gateway listener status: %v", err)
+	}
 }
 
 // waitGatewayProgrammed waits for the GatewayClass to be Accepted and the Gateway Accepted and
@@ -135,6 +138,20 @@ func (s *suite) waitRouteAccepted(ctx context.Context, name string) error {
 			}
 		}
 		return errors.New("no parent status from " + wellknown.GatewayControllerName)
+	})
+}
+
+// waitAttachedRoutes waits for the Gateway's listener to count n attached routes.
+func (s *suite) waitAttachedRoutes(ctx context.Context, n int32) error {
+	return Poll(ctx, 10*time.Second, 50*time.Millisecond, func(ctx context.Context) error {
+		var gw gwapiv1.Gateway
+		if err := s.cluster.Client.Get(ctx, types.NamespacedName{Namespace: appNamespace, Name: gatewayName}, &gw); err != nil {
+			return err
+		}
+		if len(gw.Status.Listeners) != 1 || gw.Status.Listeners[0].AttachedRoutes != n {
+			return fmt.Errorf("listener status %+v, want one listener with %d attached routes", gw.Status.Listeners, n)
+		}
+		return nil
 	})
 }
 
