@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -11,10 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -30,7 +36,8 @@ const advertiseAddress = "198.18.0.1"
 
 // Cluster is a real kube-apiserver and etcd with Coxswain's and the Gateway API's CRDs.
 type Cluster struct {
-	env *envtest.Environment
+	env    *envtest.Environment
+	config *rest.Config
 	// Client is an administrator's client with the Kubernetes, Gateway API and Coxswain types.
 	Client client.Client
 	// Kubeconfig is the path of a kubeconfig file for the operator process.
@@ -50,7 +57,7 @@ func StartCluster(dir string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start cluster: %w", err)
 	}
-	c := &Cluster{env: env}
+	c := &Cluster{env: env, config: cfg}
 	if err := c.init(cfg, dir); err != nil {
 		return nil, errors.Join(err, env.Stop())
 	}
@@ -126,6 +133,79 @@ func (c *Cluster) TrustBundle(ctx context.Context, namespace string) ([]byte, er
 		return nil, fmt.Errorf("trust bundle %s has no %s", key, wellknown.TrustBundleKey)
 	}
 	return []byte(pem), nil
+}
+
+// ApplyManifests creates every object of the YAML files matching pattern, or updates it when
+// it exists.
+func (c *Cluster) ApplyManifests(ctx context.Context, pattern string) error {
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		return fmt.Errorf("apply %s: %w", pattern, err)
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("apply %s: no files", pattern)
+	}
+	for _, file := range files {
+		if err := c.applyFile(ctx, file); err != nil {
+			return fmt.Errorf("apply %s: %w", file, err)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) applyFile(ctx context.Context, path string) error {
+	data, err := os.ReadFile(path) //nolint:gosec // a manifest of the project
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if len(obj.Object) == 0 || obj.GetKind() == "Kustomization" {
+			continue
+		}
+		err := c.Client.Create(ctx, obj)
+		if apierrors.IsAlreadyExists(err) {
+			existing := &unstructured.Unstructured{}
+			existing.SetGroupVersionKind(obj.GroupVersionKind())
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+				return err
+			}
+			obj.SetResourceVersion(existing.GetResourceVersion())
+			err = c.Client.Update(ctx, obj)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)
+		}
+	}
+}
+
+// WriteServiceAccountKubeconfig writes a kubeconfig to path that authenticates as
+// ServiceAccount namespace/name with a token for the API server, as a pod of that
+// ServiceAccount would.
+func (c *Cluster) WriteServiceAccountKubeconfig(ctx context.Context, namespace, name, path string) error {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := c.ensure(ctx, sa); err != nil {
+		return err
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := c.Client.SubResource("token").Create(ctx, sa, req); err != nil {
+		return fmt.Errorf("request token for %s/%s: %w", namespace, name, err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: c.config.Host, CertificateAuthorityData: c.config.CAData}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: req.Status.Token}
+	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: name}
+	kc.CurrentContext = "e2e"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("write kubeconfig of %s/%s: %w", namespace, name, err)
+	}
+	return nil
 }
 
 // ensure creates obj unless it exists.

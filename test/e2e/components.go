@@ -28,9 +28,23 @@ const (
 // verify, as in a cluster where they dial the discovery Service.
 const discoveryServerName = wellknown.DiscoveryServiceName + "." + wellknown.InstallNamespace + ".svc"
 
+// OperatorOptions are what differs between the suite's operator runs.
+type OperatorOptions struct {
+	// Kubeconfig is the path of the kubeconfig the operator uses.
+	Kubeconfig string
+	// SVIDTTL is the lifetime of the SVIDs it issues.
+	SVIDTTL time.Duration
+	// CASecret names the CA Secret; wellknown.CASecretName when empty.
+	CASecret string
+}
+
 // OperatorArgs are the operator's flags: every discovery setting given explicitly, no leader
 // election, no metrics listener.
-func OperatorArgs(svidTTL time.Duration) []string {
+func OperatorArgs(o OperatorOptions) []string {
+	caSecret := o.CASecret
+	if caSecret == "" {
+		caSecret = wellknown.CASecretName
+	}
 	return []string{
 		"--leader-elect=false",
 		"--namespace=" + wellknown.InstallNamespace,
@@ -38,9 +52,9 @@ func OperatorArgs(svidTTL time.Duration) []string {
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=" + loopback(OperatorProbePort),
 		"--discovery-ca-mode=" + string(wellknown.CAModeAuto),
-		"--discovery-ca-secret=" + wellknown.CASecretName,
+		"--discovery-ca-secret=" + caSecret,
 		"--discovery-trust-domain=" + wellknown.DefaultTrustDomain,
-		"--discovery-svid-ttl=" + svidTTL.String(),
+		"--discovery-svid-ttl=" + o.SVIDTTL.String(),
 		"--discovery-port=" + strconv.Itoa(wellknown.StreamPort),
 		"--discovery-bootstrap-port=" + strconv.Itoa(wellknown.BootstrapPort),
 	}

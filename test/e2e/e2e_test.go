@@ -11,6 +11,7 @@ const (
 	refused       = "a proxy of another ServiceAccount, or asking for a Gateway it does not own, is refused"
 	outage        = "traffic flows while the operator is down and route changes are served after its restart"
 	rotation      = "the proxy renews its SVID under load without failing a request"
+	ownRBAC       = "the operator does its work with only the permissions of config/rbac"
 )
 
 // TestOperatorAndProxiesEndToEnd runs the scenarios in order against one control plane: each
@@ -27,5 +28,6 @@ func TestOperatorAndProxiesEndToEnd(t *testing.T) {
 		{refused, []string{operatorReady}, s.impostorsAreRefused},
 		{outage, []string{routed}, s.trafficSurvivesOperatorOutage},
 		{rotation, []string{routed}, s.svidRotatesUnderLoad},
+		{ownRBAC, []string{routed}, s.operatorRunsWithItsRBAC},
 	})
 }

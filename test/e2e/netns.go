@@ -24,7 +24,7 @@ const (
 	// ephemeralPorts keeps the kernel's automatic port choices away from the fixed ports the
 	// suite binds (the discovery listeners, health endpoints and Gateway listeners), so a
 	// restarted operator always gets its ports back.
-	ephemeralPorts = "20000 29999"
+	ephemeralPorts = "20000 49999"
 )
 
 // ErrNamespaces reports that the private namespaces the suite needs cannot be created here.

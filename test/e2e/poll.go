@@ -12,24 +12,22 @@ var ErrTimeout = errors.New("timed out")
 
 // Poll calls cond every interval until it returns nil, and returns nil then. When timeout
 // passes first it returns ErrTimeout with cond's last error, which should say what it saw.
+// The attempts get ctx, not the deadline, so that none is cut short into a less telling error.
 func Poll(ctx context.Context, timeout, interval time.Duration, cond func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	var last error
 	for {
 		err := cond(ctx)
 		if err == nil {
 			return nil
 		}
-		// An attempt the deadline cut short says less than the one before it.
-		if ctx.Err() == nil || last == nil {
-			last = err
-		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w after %s: %w", ErrTimeout, timeout, last)
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
+		case <-deadline.C:
+			return fmt.Errorf("%w after %s: %w", ErrTimeout, timeout, err)
 		case <-tick.C:
 		}
 	}

@@ -13,6 +13,7 @@ const (
 	intruderHealthPort = 19002
 	poacherHealthPort  = 19003
 	rotatedHealthPort  = 19004
+	rbacHealthPort     = 19005
 )
 
 // sharedProxyBecomesReady starts a shared pool proxy with a token of the shared proxy's

@@ -79,9 +79,14 @@ func (s *suite) start(name, path string, args, env []string) *Process {
 	return p
 }
 
-// startOperator runs the operator with SVIDs of ttl.
+// startOperator runs the operator as an administrator with SVIDs of ttl.
 func (s *suite) startOperator(ttl time.Duration) *Process {
-	return s.start("operator", s.bins.Operator, OperatorArgs(ttl), []string{"KUBECONFIG=" + s.cluster.Kubeconfig})
+	return s.startOperatorWith(OperatorOptions{Kubeconfig: s.cluster.Kubeconfig, SVIDTTL: ttl})
+}
+
+// startOperatorWith runs the operator with o.
+func (s *suite) startOperatorWith(o OperatorOptions) *Process {
+	return s.start("operator", s.bins.Operator, OperatorArgs(o), []string{"KUBECONFIG=" + o.Kubeconfig})
 }
 
 // writeFile writes data to a new file of the suite's directory and returns its path.
