@@ -13,6 +13,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 
 // Tests that requests in flight across many table swaps never fail: each swap changes the
@@ -176,5 +177,26 @@ func TestTimeouts(t *testing.T) {
 				t.Errorf("took %s", took)
 			}
 		})
+	}
+}
+
+// Tests that without route timeouts the upstream watchdog still bounds a backend that never
+// answers: the client gets 504 within the first-byte timeout and its granularity.
+func TestWatchdogBoundsSilentBackends(t *testing.T) {
+	t.Parallel()
+	app, _ := backend(t, "app")
+	d := start(t, dataplane.Options{Upstream: upstream.Options{FirstByteTimeout: 200 * time.Millisecond}})
+	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", snaptest.Route("ns/r/0/0", "", snaptest.Prefix("/"), "ns/app:80"))),
+		snaptest.Cluster(t, "ns/app:80", hostPort(app)))
+	c := client(addr(t, d, 80))
+	begin := time.Now()
+	if r := do(t, c, "GET", "http://x/", "X-Sleep: 5s"); r.status != 504 {
+		t.Errorf("got %d, want 504", r.status)
+	}
+	if took := time.Since(begin); took > time.Second {
+		t.Errorf("took %s", took)
+	}
+	if r := do(t, c, "GET", "http://x/", "X-Sleep: 10ms"); r.status != 200 {
+		t.Errorf("a prompt backend got %d", r.status)
 	}
 }

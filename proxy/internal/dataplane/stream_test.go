@@ -62,6 +62,7 @@ func TestWebSocketUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = resp.Body.Close() }() // a 101 has no body; the tunnel is read through br
 	if resp.StatusCode != 101 || resp.Header.Get("X-Path") != "/chat" {
 		t.Fatalf("got %d %v", resp.StatusCode, resp.Header)
 	}

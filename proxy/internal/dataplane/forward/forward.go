@@ -40,7 +40,7 @@ func (h *Handler) forward(x *exchange) int {
 		return x.fail(fasthttp.StatusServiceUnavailable)
 	}
 	x.upstream = ep.Address
-	deadline := h.deadline(x.ctx.Time(), r)
+	deadline := deadline(x.ctx.Time(), r)
 	switch {
 	case upgrade:
 		return h.tunnel(x, ep)
@@ -50,18 +50,16 @@ func (h *Handler) forward(x *exchange) int {
 	return h.exchangeHTTP1(x, cl, ep, deadline)
 }
 
-// deadline is the earlier of the request's deadline and the backend exchange's.
-func (h *Handler) deadline(start time.Time, r *router.Route) time.Time {
+// deadline is the earlier of the route's request and backend deadlines, zero when the route
+// sets neither: the upstream pool's watchdog then bounds the wait for a response, without a
+// timer per request.
+func deadline(start time.Time, r *router.Route) time.Time {
 	var d time.Time
 	if r.RequestTimeout > 0 {
 		d = start.Add(r.RequestTimeout)
 	}
-	backend := r.BackendTimeout
-	if backend == 0 && r.RequestTimeout == 0 {
-		backend = h.opts.DefaultBackendTimeout
-	}
-	if backend > 0 {
-		if b := time.Now().Add(backend); d.IsZero() || b.Before(d) {
+	if r.BackendTimeout > 0 {
+		if b := time.Now().Add(r.BackendTimeout); d.IsZero() || b.Before(d) {
 			d = b
 		}
 	}
@@ -124,34 +122,67 @@ func (x *exchange) modifyRequest(upgrade bool) {
 		req.URI().SetScheme("http")
 	}
 	req.Header.ResetConnectionClose()
-	if !upgrade {
-		del(&req.Header, fasthttp.HeaderConnection)
-		del(&req.Header, fasthttp.HeaderUpgrade)
-	}
-	del(&req.Header, headerKeepAlive)
-	del(&req.Header, headerProxyConnection)
-	del(&req.Header, headerTE)
 	if !req.Header.IsHTTP11() {
 		req.Header.SetProtocolBytes(protocolHTTP11)
 	}
-	x.setForwarded()
+	x.forwardingHeaders(upgrade)
 }
 
 var protocolHTTP11 = []byte("HTTP/1.1")
 
-// setForwarded appends the client address to X-Forwarded-For and sets X-Forwarded-Proto.
-func (x *exchange) setForwarded() {
+// Headers found by the single scan of forwardingHeaders.
+const (
+	sawHopByHop = 1 << iota
+	sawUpgrade
+	sawXForwardedFor
+	sawXForwardedProto
+)
+
+// forwardingHeaders strips hop-by-hop headers (keeping Connection and Upgrade for a WebSocket
+// upgrade), appends the client address to X-Forwarded-For and sets X-Forwarded-Proto, from
+// one scan of the headers: the common request has none of them and is only appended to.
+func (x *exchange) forwardingHeaders(upgrade bool) {
+	hdr := &x.ctx.Request.Header
+	var saw int
 	var buf [96]byte
 	b := buf[:0]
-	hdr := &x.ctx.Request.Header
-	if prior := hdr.Peek(headerXForwardedFor); len(prior) > 0 {
-		b = append(append(b, prior...), ',', ' ')
+	for k, v := range hdr.All() {
+		switch string(k) {
+		case fasthttp.HeaderConnection, fasthttp.HeaderUpgrade:
+			saw |= sawUpgrade
+		case headerKeepAlive, headerProxyConnection, headerTE:
+			saw |= sawHopByHop
+		case headerXForwardedFor:
+			if saw&sawXForwardedFor == 0 {
+				b = append(append(b, v...), ',', ' ')
+			}
+			saw |= sawXForwardedFor
+		case headerXForwardedProto:
+			saw |= sawXForwardedProto
+		}
+	}
+	if saw&sawUpgrade != 0 && !upgrade {
+		hdr.Del(fasthttp.HeaderConnection)
+		hdr.Del(fasthttp.HeaderUpgrade)
+	}
+	if saw&sawHopByHop != 0 {
+		del(hdr, headerKeepAlive)
+		del(hdr, headerProxyConnection)
+		del(hdr, headerTE)
 	}
 	if ip, ok := netip.AddrFromSlice(x.ctx.RemoteIP()); ok {
 		b = ip.Unmap().AppendTo(b)
 	}
-	hdr.SetBytesV(headerXForwardedFor, b)
-	hdr.Set(headerXForwardedProto, x.listener.Scheme)
+	if saw&sawXForwardedFor != 0 {
+		hdr.SetBytesV(headerXForwardedFor, b)
+	} else {
+		hdr.AddBytesV(headerXForwardedFor, b)
+	}
+	if saw&sawXForwardedProto != 0 {
+		hdr.Set(headerXForwardedProto, x.listener.Scheme)
+	} else {
+		hdr.Add(headerXForwardedProto, x.listener.Scheme)
+	}
 }
 
 // modifyResponse makes the upstream response the client's: the client connection's keep-alive

@@ -16,9 +16,6 @@ import (
 
 // Options tune the request path. Zero values take the defaults.
 type Options struct {
-	// DefaultBackendTimeout bounds an upstream exchange of a route that sets no timeout; 60s
-	// when zero, negative for none.
-	DefaultBackendTimeout time.Duration
 	// MirrorConcurrency bounds the mirror copies in flight; more are dropped. 64 when zero.
 	MirrorConcurrency int
 	// MirrorTimeout bounds one mirror exchange; 10s when zero.
@@ -37,9 +34,6 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.DefaultBackendTimeout == 0 {
-		o.DefaultBackendTimeout = 60 * time.Second
-	}
 	if o.MirrorConcurrency == 0 {
 		o.MirrorConcurrency = 64
 	}

@@ -37,8 +37,12 @@ func newH2Server(handler http.Handler, addr net.Addr, opts *Options) *h2Server {
 	return s
 }
 
-// serve is fasthttp's hand-over for a connection that negotiated h2.
+// serve is fasthttp's hand-over for a connection that negotiated h2. The reaper leaves it to
+// net/http's own timeouts.
 func (s *h2Server) serve(c net.Conn) error {
+	if tc := tracked(c); tc != nil {
+		tc.begin()
+	}
 	done := make(chan struct{})
 	s.mu.Lock()
 	s.done[c] = done

@@ -21,6 +21,7 @@ type server struct {
 	addr     net.Addr
 	fast     *fasthttp.Server
 	h2       *h2Server
+	reaper   *reaper
 	served   chan error
 }
 
@@ -31,6 +32,8 @@ func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, err
 		return nil, fmt.Errorf("bind port %d on %s: %w", port, addr, err)
 	}
 	s := &server{port: port, protocol: protocol, addr: ln.Addr(), served: make(chan error, 1)}
+	s.reaper = newReaper(m.opts.ReadTimeout, m.opts.IdleTimeout)
+	ln = trackedListener{Listener: ln, r: s.reaper}
 	l := &forward.Listener{Port: port, Scheme: "http"}
 	if protocol == router.HTTPS {
 		l.Scheme = "https"
@@ -48,17 +51,24 @@ func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, err
 func (m *Manager) fastServer(l *forward.Listener) *fasthttp.Server {
 	h := m.handler
 	return &fasthttp.Server{
-		Handler:               func(ctx *fasthttp.RequestCtx) { h.Serve(ctx, l) },
-		Name:                  "",
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			tc := tracked(ctx.Conn())
+			if tc != nil {
+				tc.begin()
+			}
+			h.Serve(ctx, l)
+			if tc != nil {
+				tc.end()
+			}
+		},
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		ReadTimeout:           m.opts.ReadTimeout,
-		IdleTimeout:           m.opts.IdleTimeout,
-		MaxRequestBodySize:    m.opts.MaxRequestBodySize,
-		ReadBufferSize:        m.opts.ReadBufferSize,
-		CloseOnShutdown:       true,
-		TCPKeepalive:          true,
-		Logger:                discard{},
+		// The read and idle timeouts are the reaper's: fasthttp's would arm timers per request.
+		MaxRequestBodySize: m.opts.MaxRequestBodySize,
+		ReadBufferSize:     m.opts.ReadBufferSize,
+		CloseOnShutdown:    true,
+		TCPKeepalive:       true,
+		Logger:             discard{},
 	}
 }
 
@@ -73,6 +83,7 @@ func (s *server) shutdown(ctx context.Context) error {
 	}
 	errs = append(errs, s.fast.ShutdownWithContext(ctx))
 	wg.Wait()
+	s.reaper.close()
 	errs = append(errs, h2err)
 	select {
 	case err := <-s.served:

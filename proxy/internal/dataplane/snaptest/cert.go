@@ -14,13 +14,22 @@ import (
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 )
 
-// Certificate returns a self-signed ECDSA P-256 certificate for dnsNames, valid for a day,
-// with its key, and the DER of the certificate for checking which one a handshake served.
+// Certificate returns a self-signed ECDSA P-256 certificate for dnsNames, valid for a day, as
+// a Certificate payload, with the parsed leaf for checking which one a handshake served.
 func Certificate(tb testing.TB, name string, dnsNames ...string) (*discoveryv1.Certificate, *x509.Certificate) {
 	tb.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, leaf, err := NewCertificate(name, dnsNames...)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	return cert, leaf
+}
+
+// NewCertificate is Certificate for callers without a testing.TB.
+func NewCertificate(name string, dnsNames ...string) (*discoveryv1.Certificate, *x509.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
@@ -33,19 +42,19 @@ func Certificate(tb testing.TB, name string, dnsNames ...string) (*discoveryv1.C
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, nil, err
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, nil, err
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, nil, err
 	}
 	return &discoveryv1.Certificate{
 		Name:                name,
 		CertificateChainPem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		PrivateKeyPem:       pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	}, leaf
+	}, leaf, nil
 }

@@ -30,15 +30,24 @@ func Key(msg proto.Message) string {
 // Resources wraps payloads into keyed resources.
 func Resources(tb testing.TB, msgs ...proto.Message) []*discoveryv1.Resource {
 	tb.Helper()
+	out, err := NewResources(msgs...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// NewResources wraps payloads into keyed resources.
+func NewResources(msgs ...proto.Message) ([]*discoveryv1.Resource, error) {
 	out := make([]*discoveryv1.Resource, 0, len(msgs))
 	for _, m := range msgs {
 		a, err := anypb.New(m)
 		if err != nil {
-			tb.Fatal(err)
+			return nil, err
 		}
 		out = append(out, &discoveryv1.Resource{Key: Key(m), Payload: a})
 	}
-	return out
+	return out, nil
 }
 
 // Seq yields the keys and payloads of resources, as a Set's All does.
@@ -109,17 +118,26 @@ func Route(name, hostname string, match *discoveryv1.RouteMatch, cluster string)
 // Cluster returns a cluster of "host:port" endpoints.
 func Cluster(tb testing.TB, name string, addrs ...string) *discoveryv1.Cluster {
 	tb.Helper()
+	out, err := NewCluster(name, addrs...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// NewCluster returns a cluster of "host:port" endpoints.
+func NewCluster(name string, addrs ...string) (*discoveryv1.Cluster, error) {
 	out := &discoveryv1.Cluster{Name: name}
 	for _, a := range addrs {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil {
-			tb.Fatal(err)
+			return nil, err
 		}
 		p, err := strconv.ParseUint(port, 10, 16)
 		if err != nil {
-			tb.Fatal(err)
+			return nil, fmt.Errorf("endpoint %s: %w", a, err)
 		}
 		out.Endpoints = append(out.Endpoints, &discoveryv1.Endpoint{Address: host, Port: uint32(p)})
 	}
-	return out
+	return out, nil
 }

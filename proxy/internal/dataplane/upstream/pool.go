@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
@@ -25,6 +27,9 @@ type Options struct {
 	ConnWaitTimeout time.Duration
 	// ReadBufferSize bounds the response header size; 16 KiB when zero.
 	ReadBufferSize int
+	// FirstByteTimeout bounds the wait for the first byte of a response on exchanges without a
+	// deadline of their own, to within an eighth of itself; 60s when zero, negative for none.
+	FirstByteTimeout time.Duration
 }
 
 func (o *Options) defaults() {
@@ -43,20 +48,28 @@ func (o *Options) defaults() {
 	if o.ReadBufferSize == 0 {
 		o.ReadBufferSize = 16 << 10
 	}
+	if o.FirstByteTimeout == 0 {
+		o.FirstByteTimeout = 60 * time.Second
+	}
 }
 
 // Pool owns the endpoint clients. Build and Retire are called from one goroutine at a time
 // (the data plane's Apply); the clients it hands out are safe for concurrent use.
 type Pool struct {
-	opts    Options
-	mu      sync.Mutex
-	clients map[string]*Endpoint
+	opts     Options
+	watchdog *watchdog
+	mu       sync.Mutex
+	clients  map[string]*Endpoint
 }
 
-// NewPool returns an empty pool.
+// NewPool returns an empty pool. Close stops its watchdog.
 func NewPool(opts Options) *Pool {
 	opts.defaults()
-	return &Pool{opts: opts, clients: map[string]*Endpoint{}}
+	p := &Pool{opts: opts, clients: map[string]*Endpoint{}}
+	if opts.FirstByteTimeout > 0 {
+		p.watchdog = newWatchdog(opts.FirstByteTimeout)
+	}
+	return p
 }
 
 // Endpoint is one backend address with its connection pools.
@@ -110,10 +123,34 @@ func (p *Pool) endpoint(addr string) *Endpoint {
 		MaxConnWaitTimeout:       o.ConnWaitTimeout,
 		ReadBufferSize:           o.ReadBufferSize,
 		// Endpoints are addresses, so the dialer needs no DNS cache.
-		Dial: func(addr string) (net.Conn, error) { return dialer.Dial("tcp", addr) },
+		Dial:                      p.dial(dialer),
+		MaxIdemponentCallAttempts: 2,
+		RetryIfErr:                retryIfErr,
 	}}
 	p.clients[addr] = ep
 	return ep
+}
+
+func (p *Pool) dial(dialer *net.Dialer) fasthttp.DialFunc {
+	w := p.watchdog
+	return func(addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(context.Background(), "tcp", addr)
+		if err != nil || w == nil {
+			return c, err
+		}
+		return w.watch(c), nil
+	}
+}
+
+// retryIfErr retries an idempotent request once on a fresh connection when a kept-alive one
+// failed, but never after a timeout: the backend had its chance.
+func retryIfErr(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
+	var t interface{ Timeout() bool }
+	if errors.Is(err, fasthttp.ErrTimeout) || errors.As(err, &t) && t.Timeout() {
+		return false, false
+	}
+	return false, req.Header.IsGet() || req.Header.IsHead() || req.Header.IsPut() || req.Header.IsDelete() ||
+		req.Header.IsOptions() || req.Header.IsTrace()
 }
 
 // Retire closes the idle connections of every endpoint that current no longer uses and forgets
@@ -135,13 +172,17 @@ func (p *Pool) Retire(current *Set) {
 	}
 }
 
-// Close closes the idle connections of every endpoint.
+// Close closes the idle connections of every endpoint and stops the watchdog.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for addr, ep := range p.clients {
 		ep.close()
 		delete(p.clients, addr)
+	}
+	if p.watchdog != nil {
+		p.watchdog.close()
+		p.watchdog = nil
 	}
 }
 

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Data plane benchmark (make bench): Coxswain's proxy against nginx and haproxy on loopback.
+#
+# Installs what it needs: nginx, haproxy and wrk from Debian packages when missing (as root),
+# vegeta from the Go module proxy into bin/. Then runs the Go benchmarks of the data plane
+# (router match, whole request path with allocations, applying a 10,000-route snapshot) and the
+# side-by-side load runs: each proxy pinned alone to CPU 0 with one worker, wrk/vegeta and the
+# backend on CPU 1, all on 127.0.0.1. Every run is bounded (10 s by default) and stops by itself.
+# Results go to bin/bench/: go-bench.txt and results.md.
+#
+# Usage: hack/bench.sh [runner flags], e.g. hack/bench.sh -quick or hack/bench.sh -duration 5s
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN="$ROOT/bin"
+OUT="$BIN/bench"
+VEGETA_VERSION=v12.13.0
+VEGETA="$BIN/vegeta-$VEGETA_VERSION"
+mkdir -p "$OUT"
+
+install_packages() {
+  local missing=()
+  command -v nginx >/dev/null || missing+=(nginx)
+  command -v haproxy >/dev/null || missing+=(haproxy)
+  command -v wrk >/dev/null || missing+=(wrk)
+  command -v taskset >/dev/null || missing+=(util-linux)
+  if ((${#missing[@]} == 0)); then
+    return
+  fi
+  if [[ $(id -u) != 0 ]]; then
+    echo "bench: missing ${missing[*]}; run as root to install them with apt-get" >&2
+    exit 1
+  fi
+  echo "bench: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+install_vegeta() {
+  if [[ ! -x "$VEGETA" ]]; then
+    echo "bench: installing vegeta $VEGETA_VERSION" >&2
+    local tmp
+    tmp=$(mktemp -d)
+    GOBIN="$tmp" go install "github.com/tsenart/vegeta/v12@$VEGETA_VERSION"
+    mv "$tmp/vegeta" "$VEGETA"
+    rm -rf "$tmp"
+  fi
+}
+
+if (($(nproc) < 2)); then
+  echo "bench: needs two CPUs (proxy on one, load and backend on the other)" >&2
+  exit 1
+fi
+install_packages
+install_vegeta
+
+cd "$ROOT/proxy"
+go build -o "$BIN/bench-backend" ./bench/backend
+go build -o "$BIN/bench-coxswain" ./bench/coxswain
+go build -o "$BIN/bench-minimal" ./bench/minimal
+go build -o "$BIN/bench-runner" ./bench/runner
+
+echo "bench: Go benchmarks" >&2
+go test -run '^$' -bench 'BenchmarkMatch|BenchmarkServe|BenchmarkApply' -benchmem -benchtime 2s \
+  ./internal/dataplane/ ./internal/dataplane/router/ ./internal/dataplane/forward/ | tee "$OUT/go-bench.txt"
+
+echo "bench: load runs" >&2
+"$BIN/bench-runner" -bin "$BIN" -vegeta "$VEGETA" -out "$OUT/results.md" "$@"
