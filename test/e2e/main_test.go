@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -55,7 +56,13 @@ func enterNamespaces() int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "e2e: built the operator and the proxy in %s\n", time.Since(start).Round(100*time.Millisecond))
-	code, err := RunInNamespaces(ctx, os.Args[1:], bins.Env())
+	// Everything the tests write goes under dir, which goes when they end, even by a panic.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	code, err := RunInNamespaces(ctx, os.Args[1:], append(bins.Env(), "TMPDIR="+tmp))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 	}
