@@ -31,7 +31,7 @@ func (s *suite) operatorBecomesReady(t *testing.T) {
 	if err := s.cluster.Client.Create(ctx, config); err != nil {
 		t.Fatal(err)
 	}
-	s.operator = s.startOperator(wellknown.DefaultSVIDTTL)
+	s.operator = s.startOperator(t, wellknown.DefaultSVIDTTL)
 
 	err := Poll(ctx, 60*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
 		if err := s.operator.Ended(); err != nil {

@@ -87,7 +87,7 @@ func (s *suite) trafficSurvivesOperatorOutage(t *testing.T) {
 		t.Fatalf("load during the outage: %v", err)
 	}
 
-	s.operator = s.startOperator(wellknown.DefaultSVIDTTL)
+	s.operator = s.startOperator(t, wellknown.DefaultSVIDTTL)
 	restarted := time.Now()
 	if err := s.shared.waitState(ctx, 60*time.Second, "Ready"); err != nil {
 		t.Fatalf("proxy did not turn Ready after the operator restarted: %v", err)

@@ -20,7 +20,7 @@ const (
 // ServiceAccount and the published trust bundle, as the kubelet would mount them.
 func (s *suite) sharedProxyBecomesReady(t *testing.T) {
 	ctx := t.Context()
-	s.shared = s.startProxy(ProxyOptions{
+	s.shared = s.startProxy(t, ProxyOptions{
 		NodeID:          "shared",
 		TokenPath:       s.tokenFile(ctx, t, wellknown.SharedProxyServiceAccount),
 		TrustBundlePath: s.bundle,

@@ -43,7 +43,7 @@ func (s *suite) operatorRunsWithItsRBAC(t *testing.T) {
 	if err := s.operator.Stop(10 * time.Second); err != nil {
 		t.Errorf("stop the operator: %v", err)
 	}
-	s.operator = s.startOperatorWith(OperatorOptions{Kubeconfig: kubeconfig, SVIDTTL: wellknown.DefaultSVIDTTL, CASecret: rbacCASecret})
+	s.operator = s.startOperatorWith(t, OperatorOptions{Kubeconfig: kubeconfig, SVIDTTL: wellknown.DefaultSVIDTTL, CASecret: rbacCASecret})
 	defer func() {
 		if t.Failed() {
 			t.Logf("operator lines about permissions:\n%s", grepLines(s.operator.Log(), "forbidden"))
@@ -78,7 +78,7 @@ func (s *suite) operatorRunsWithItsRBAC(t *testing.T) {
 	}
 	bundlePath := s.writeFile(t, "trust-bundle-rbac.pem", bundle)
 
-	p := s.startProxy(ProxyOptions{
+	p := s.startProxy(t, ProxyOptions{
 		NodeID: "shared-rbac", TokenPath: s.shared.opts.TokenPath, TrustBundlePath: bundlePath, HealthPort: rbacHealthPort,
 	})
 	defer stopQuietly(p)
@@ -97,7 +97,7 @@ func (s *suite) operatorRunsWithItsRBAC(t *testing.T) {
 		t.Fatalf("echo route not served: %v", err)
 	}
 
-	intruder := s.startProxy(ProxyOptions{
+	intruder := s.startProxy(t, ProxyOptions{
 		NodeID: "intruder-rbac", TokenPath: s.tokenFile(ctx, t, "intruder-rbac"), TrustBundlePath: bundlePath, HealthPort: intruderHealthPort,
 	})
 	defer stopQuietly(intruder)

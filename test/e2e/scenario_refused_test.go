@@ -20,13 +20,13 @@ import (
 // be refused at bootstrap with a BootstrapRejected event naming it, the second on the stream.
 func (s *suite) impostorsAreRefused(t *testing.T) {
 	ctx := t.Context()
-	intruder := s.startProxy(ProxyOptions{
+	intruder := s.startProxy(t, ProxyOptions{
 		NodeID:          "intruder",
 		TokenPath:       s.tokenFile(ctx, t, "intruder"),
 		TrustBundlePath: s.bundle,
 		HealthPort:      intruderHealthPort,
 	})
-	poacher := s.startProxy(ProxyOptions{
+	poacher := s.startProxy(t, ProxyOptions{
 		NodeID:           "poacher",
 		TokenPath:        s.tokenFile(ctx, t, wellknown.SharedProxyServiceAccount),
 		TrustBundlePath:  s.bundle,

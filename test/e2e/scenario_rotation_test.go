@@ -21,8 +21,8 @@ func (s *suite) svidRotatesUnderLoad(t *testing.T) {
 	if err := s.operator.Stop(10 * time.Second); err != nil {
 		t.Errorf("stop the operator: %v", err)
 	}
-	s.operator = s.startOperator(wellknown.MinSVIDTTL)
-	p := s.startProxy(ProxyOptions{
+	s.operator = s.startOperator(t, wellknown.MinSVIDTTL)
+	p := s.startProxy(t, ProxyOptions{
 		NodeID:          "rotating",
 		TokenPath:       s.shared.opts.TokenPath,
 		TrustBundlePath: s.bundle,

@@ -57,10 +57,10 @@ func newSuite(t *testing.T) *suite {
 	return s
 }
 
-// start runs a binary of the suite as process name; it is killed when the top-level test ends,
-// and its log is printed when that test failed.
-func (s *suite) start(name, path string, args, env []string) *Process {
-	s.t.Helper()
+// start runs a binary of the suite as process name for scenario t; it is killed when the
+// top-level test ends, and its log is printed when that test failed.
+func (s *suite) start(t *testing.T, name, path string, args, env []string) *Process {
+	t.Helper()
 	s.starts[name]++
 	file := name + ".log"
 	if n := s.starts[name]; n > 1 {
@@ -68,7 +68,7 @@ func (s *suite) start(name, path string, args, env []string) *Process {
 	}
 	p, err := StartProcess(name, filepath.Join(s.dir, file), path, args, env)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	s.t.Cleanup(func() {
 		p.Kill()
@@ -80,13 +80,15 @@ func (s *suite) start(name, path string, args, env []string) *Process {
 }
 
 // startOperator runs the operator as an administrator with SVIDs of ttl.
-func (s *suite) startOperator(ttl time.Duration) *Process {
-	return s.startOperatorWith(OperatorOptions{Kubeconfig: s.cluster.Kubeconfig, SVIDTTL: ttl})
+func (s *suite) startOperator(t *testing.T, ttl time.Duration) *Process {
+	t.Helper()
+	return s.startOperatorWith(t, OperatorOptions{Kubeconfig: s.cluster.Kubeconfig, SVIDTTL: ttl})
 }
 
 // startOperatorWith runs the operator with o.
-func (s *suite) startOperatorWith(o OperatorOptions) *Process {
-	return s.start("operator", s.bins.Operator, OperatorArgs(o), []string{"KUBECONFIG=" + o.Kubeconfig})
+func (s *suite) startOperatorWith(t *testing.T, o OperatorOptions) *Process {
+	t.Helper()
+	return s.start(t, "operator", s.bins.Operator, OperatorArgs(o), []string{"KUBECONFIG=" + o.Kubeconfig})
 }
 
 // writeFile writes data to a new file of the suite's directory and returns its path.
@@ -110,8 +112,9 @@ func (s *suite) tokenFile(ctx context.Context, t *testing.T, sa string) string {
 }
 
 // startProxy runs a proxy with opts.
-func (s *suite) startProxy(opts ProxyOptions) *proxy {
-	p := s.start("proxy-"+opts.NodeID, s.bins.Proxy, ProxyArgs(opts), nil)
+func (s *suite) startProxy(t *testing.T, opts ProxyOptions) *proxy {
+	t.Helper()
+	p := s.start(t, "proxy-"+opts.NodeID, s.bins.Proxy, ProxyArgs(opts), nil)
 	return &proxy{Process: p, opts: opts, health: NewHealth(opts.HealthAddr())}
 }
 
