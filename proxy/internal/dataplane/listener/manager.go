@@ -28,6 +28,9 @@ type Options struct {
 	MaxRequestBodySize int
 	// ReadBufferSize bounds a request's header; 16 KiB when zero.
 	ReadBufferSize int
+	// WriteBufferSize is the response write buffer: a response whose header and body fit
+	// leaves in one system call. 32 KiB when zero.
+	WriteBufferSize int
 	// DrainTimeout bounds the drain of a port a new table no longer has; 30s when zero.
 	DrainTimeout time.Duration
 }
@@ -44,6 +47,9 @@ func (o *Options) defaults() {
 	}
 	if o.ReadBufferSize == 0 {
 		o.ReadBufferSize = 16 << 10
+	}
+	if o.WriteBufferSize == 0 {
+		o.WriteBufferSize = 32 << 10
 	}
 }
 

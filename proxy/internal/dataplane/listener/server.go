@@ -66,6 +66,7 @@ func (m *Manager) fastServer(l *forward.Listener) *fasthttp.Server {
 		// The read and idle timeouts are the reaper's: fasthttp's would arm timers per request.
 		MaxRequestBodySize: m.opts.MaxRequestBodySize,
 		ReadBufferSize:     m.opts.ReadBufferSize,
+		WriteBufferSize:    m.opts.WriteBufferSize,
 		CloseOnShutdown:    true,
 		TCPKeepalive:       true,
 		Logger:             discard{},

@@ -27,6 +27,8 @@ type Options struct {
 	ConnWaitTimeout time.Duration
 	// ReadBufferSize bounds the response header size; 16 KiB when zero.
 	ReadBufferSize int
+	// WriteBufferSize is the request write buffer; 32 KiB when zero.
+	WriteBufferSize int
 	// FirstByteTimeout bounds the wait for the first byte of a response on exchanges without a
 	// deadline of their own, to within an eighth of itself; 60s when zero, negative for none.
 	FirstByteTimeout time.Duration
@@ -47,6 +49,9 @@ func (o *Options) defaults() {
 	}
 	if o.ReadBufferSize == 0 {
 		o.ReadBufferSize = 16 << 10
+	}
+	if o.WriteBufferSize == 0 {
+		o.WriteBufferSize = 32 << 10
 	}
 	if o.FirstByteTimeout == 0 {
 		o.FirstByteTimeout = 60 * time.Second
@@ -122,6 +127,7 @@ func (p *Pool) endpoint(addr string) *Endpoint {
 		MaxIdleConnDuration:      o.MaxIdleConnDuration,
 		MaxConnWaitTimeout:       o.ConnWaitTimeout,
 		ReadBufferSize:           o.ReadBufferSize,
+		WriteBufferSize:          o.WriteBufferSize,
 		// Endpoints are addresses, so the dialer needs no DNS cache.
 		Dial:                      p.dial(dialer),
 		MaxIdemponentCallAttempts: 2,
