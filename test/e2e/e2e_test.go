@@ -9,6 +9,7 @@ const (
 	proxyReady    = "the shared proxy bootstraps with its ServiceAccount token and becomes Ready"
 	routed        = "a route to a backend is served with its header filter and unknown hosts get 404"
 	refused       = "a proxy of another ServiceAccount, or asking for a Gateway it does not own, is refused"
+	dedicated     = "a dedicated Gateway is served to the proxy of its own ServiceAccount and to no other"
 	outage        = "traffic flows while the operator is down and route changes are served after its restart"
 	rotation      = "the proxy renews its SVID under load without failing a request"
 	ownRBAC       = "the operator does its work with only the permissions of config/rbac"
@@ -26,6 +27,7 @@ func TestOperatorAndProxiesEndToEnd(t *testing.T) {
 		{proxyReady, []string{operatorReady}, s.sharedProxyBecomesReady},
 		{routed, []string{proxyReady}, s.routeIsServed},
 		{refused, []string{operatorReady}, s.impostorsAreRefused},
+		{dedicated, []string{routed}, s.dedicatedGatewayIsServedToItsOwnProxy},
 		{outage, []string{routed}, s.trafficSurvivesOperatorOutage},
 		{rotation, []string{routed}, s.svidRotatesUnderLoad},
 		{ownRBAC, []string{routed}, s.operatorRunsWithItsRBAC},

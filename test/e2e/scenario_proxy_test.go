@@ -14,7 +14,11 @@ const (
 	poacherHealthPort  = 19003
 	rotatedHealthPort  = 19004
 	rbacHealthPort     = 19005
+	privateHealthPort  = 19006
 )
+
+// impostorHealthPorts are the health ports of the proxies that ask for what is not theirs.
+var impostorHealthPorts = [...]int{19007, 19008, 19009}
 
 // sharedProxyBecomesReady starts a shared pool proxy with a token of the shared proxy's
 // ServiceAccount and the published trust bundle, as the kubelet would mount them.
