@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -51,7 +52,7 @@ func CheckNamespaces(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrNamespaces, err)
 	}
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, path, append(unshareArgs, "true")...) //nolint:gosec // fixed arguments
+	cmd := exec.CommandContext(ctx, path, slices.Concat(unshareArgs, []string{"true"})...) //nolint:gosec // fixed arguments
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%w: %s %s true: %w: %s", ErrNamespaces, path, strings.Join(unshareArgs, " "), err,
@@ -68,7 +69,7 @@ func RunInNamespaces(ctx context.Context, args, extra []string) (int, error) {
 	if err != nil {
 		return 1, fmt.Errorf("re-execute in namespaces: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, "unshare", append(append(unshareArgs, "--", self), args...)...) //nolint:gosec // our own binary
+	cmd := exec.CommandContext(ctx, "unshare", slices.Concat(unshareArgs, []string{"--", self}, args)...) //nolint:gosec // our own binary
 	cmd.Env = append(append(withoutProxySettings(os.Environ()), envInNamespace+"=1"), extra...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
