@@ -52,7 +52,7 @@ vet: ## Run go vet on every module.
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint on every module.
-	@for m in $(MODULES); do echo "lint $$m"; (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...); done
+	@for m in $(MODULES); do echo "lint $$m"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 
 .PHONY: test
 test: k8s-assets ## Run every test of every module against a real kube-apiserver and etcd.

@@ -31,6 +31,10 @@ type options struct {
 	gatewayName      string
 	nodeID           string
 	healthAddress    string
+	listenHost       string
+	portOffset       uint
+	accessLog        bool
+	pprof            bool
 	verbosity        int
 	shutdownTimeout  time.Duration
 }
@@ -54,6 +58,11 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.gatewayName, "gateway-name", "", "Name of the Gateway of a dedicated proxy; empty for the shared pool.")
 	fs.StringVar(&o.nodeID, "node-id", "", "Node ID of this proxy; $POD_NAME (or the host name) with a random suffix when empty.")
 	fs.StringVar(&o.healthAddress, "health-address", ":8081", "Listen address of /healthz, /readyz and /metrics.")
+	fs.StringVar(&o.listenHost, "listen-host", "", "Host the Gateway listeners bind; all interfaces when empty.")
+	fs.UintVar(&o.portOffset, "port-offset", 0,
+		"Added to every Gateway listener port when binding, for a proxy that may not bind ports under 1024.")
+	fs.BoolVar(&o.accessLog, "access-log", true, "Write one JSON access log line per request to standard output.")
+	fs.BoolVar(&o.pprof, "pprof", false, "Serve runtime profiles under /debug/pprof/ on the health address.")
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity: 0 or 1.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "How long to drain on SIGTERM.")
 	if err := fs.Parse(args); err != nil {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -21,8 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"coxswain.dev/coxswain/proxy/internal/agent"
+	"coxswain.dev/coxswain/proxy/internal/dataplane"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
 	"coxswain.dev/coxswain/proxy/internal/health"
-	"coxswain.dev/coxswain/proxy/internal/store"
 )
 
 func main() {
@@ -70,7 +72,7 @@ func run(ctx context.Context, opts *options, log logr.Logger) error {
 type process struct {
 	opts   *options
 	log    logr.Logger
-	routes *store.Store
+	plane  *dataplane.DataPlane
 	agent  *agent.Agent
 	lis    net.Listener
 	health *http.Server
@@ -83,18 +85,24 @@ func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, 
 	if err != nil {
 		return nil, err
 	}
-	routes := store.New(log.WithName("store"))
-	a, err := newAgent(opts, routes, tracker, log)
+	plane, err := newDataPlane(opts, reg, log)
 	if err != nil {
 		return nil, err
 	}
+	fail := func(err error) (*process, error) {
+		return nil, errors.Join(err, plane.Shutdown(context.WithoutCancel(ctx)))
+	}
+	a, err := newAgent(opts, plane, tracker, log)
+	if err != nil {
+		return fail(err)
+	}
 	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", opts.healthAddress)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", opts.healthAddress, err)
+		return fail(fmt.Errorf("listen on %s: %w", opts.healthAddress, err))
 	}
 	return &process{
-		opts: opts, log: log, routes: routes, agent: a, lis: lis,
-		health: &http.Server{Handler: health.Handler(tracker, reg), ReadHeaderTimeout: 5 * time.Second},
+		opts: opts, log: log, plane: plane, agent: a, lis: lis,
+		health: &http.Server{Handler: telemetryHandler(opts, tracker, reg), ReadHeaderTimeout: 5 * time.Second},
 	}, nil
 }
 
@@ -114,7 +122,7 @@ func (p *process) run(ctx context.Context) error {
 	cancel()
 	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), p.opts.shutdownTimeout)
 	defer cancelShutdown()
-	err := p.health.Shutdown(shutdownCtx)
+	err := errors.Join(p.plane.Shutdown(shutdownCtx), p.health.Shutdown(shutdownCtx))
 	if err := <-agentDone; err != nil {
 		p.log.V(1).Info("Control channel had stopped", "error", err.Error())
 	}
@@ -147,6 +155,35 @@ func (p *process) waitForStop(ctx context.Context, served <-chan error, agentDon
 	case err := <-served:
 		return err
 	}
+}
+
+// newDataPlane builds the HTTP data plane the agent applies snapshots to. Its listeners bind
+// each Gateway listener port on --listen-host, shifted by --port-offset.
+func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*dataplane.DataPlane, error) {
+	dpOpts := dataplane.Options{
+		Listener: listener.Options{Address: func(port uint32) string {
+			return net.JoinHostPort(opts.listenHost, strconv.FormatUint(uint64(port)+uint64(opts.portOffset), 10))
+		}},
+		Registerer: reg,
+	}
+	if opts.accessLog {
+		dpOpts.AccessLog = os.Stdout
+	}
+	plane, err := dataplane.New(log.WithName("dataplane"), dpOpts)
+	if err != nil {
+		return nil, fmt.Errorf("build data plane: %w", err)
+	}
+	return plane, nil
+}
+
+// telemetryHandler serves health, readiness and metrics, and the runtime profiles with --pprof.
+func telemetryHandler(opts *options, tracker *health.Tracker, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", health.Handler(tracker, reg))
+	if opts.pprof {
+		dataplane.RegisterPprof(mux)
+	}
+	return mux
 }
 
 func newAgent(opts *options, applier agent.Applier, tracker *health.Tracker, log logr.Logger) (*agent.Agent, error) {
