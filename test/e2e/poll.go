@@ -7,10 +7,15 @@ import (
 	"time"
 )
 
-// ErrTimeout reports that a condition did not hold before its deadline.
-var ErrTimeout = errors.New("timed out")
+var (
+	// ErrTimeout reports that a condition did not hold before its deadline.
+	ErrTimeout = errors.New("timed out")
+	// ErrGiveUp ends a Poll at once when a condition's error wraps it: waiting cannot help.
+	ErrGiveUp = errors.New("gave up")
+)
 
-// Poll calls cond every interval until it returns nil, and returns nil then. When timeout
+// Poll calls cond every interval until it returns nil, and returns nil then, or an error
+// wrapping ErrGiveUp, and returns that at once. When timeout
 // passes first it returns ErrTimeout with cond's last error, which should say what it saw.
 // The attempts get ctx, not the deadline, so that none is cut short into a less telling error.
 func Poll(ctx context.Context, timeout, interval time.Duration, cond func(context.Context) error) error {
@@ -20,8 +25,8 @@ func Poll(ctx context.Context, timeout, interval time.Duration, cond func(contex
 	defer tick.Stop()
 	for {
 		err := cond(ctx)
-		if err == nil {
-			return nil
+		if err == nil || errors.Is(err, ErrGiveUp) {
+			return err
 		}
 		select {
 		case <-ctx.Done():

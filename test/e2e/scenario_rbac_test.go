@@ -44,16 +44,14 @@ func (s *suite) operatorRunsWithItsRBAC(t *testing.T) {
 		t.Errorf("stop the operator: %v", err)
 	}
 	s.operator = s.startOperatorWith(t, OperatorOptions{Kubeconfig: kubeconfig, SVIDTTL: wellknown.DefaultSVIDTTL, CASecret: rbacCASecret})
-	defer func() {
-		if t.Failed() {
-			t.Logf("operator lines about permissions:\n%s", grepLines(s.operator.Log(), "forbidden"))
-		}
-	}()
 
 	var bundle []byte
 	err = Poll(ctx, 30*time.Second, 100*time.Millisecond, func(ctx context.Context) error {
 		if err := s.operator.Ended(); err != nil {
 			return err
+		}
+		if lines := grepLines(s.operator.Log(), "forbidden"); lines != "" {
+			return fmt.Errorf("%w: the operator was refused permissions:\n%s", ErrGiveUp, lines)
 		}
 		var secret corev1.Secret
 		if err := s.cluster.Client.Get(ctx, types.NamespacedName{Namespace: wellknown.InstallNamespace, Name: rbacCASecret}, &secret); err != nil {
