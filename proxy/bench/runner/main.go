@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -25,6 +27,7 @@ type options struct {
 	proxyCPU string
 	loadCPU  string
 	quick    bool
+	only     string
 }
 
 // scenario is one routing table and body size, measured for each of its proxies.
@@ -64,6 +67,7 @@ func main() {
 	flag.StringVar(&o.loadCPU, "load-cpu", "1", "CPU the load generator and backend are pinned to")
 	flag.IntVar(&o.rounds, "rounds", 2, "closed-loop runs per proxy, interleaved across the scenario's proxies; the median CPU time per request is reported")
 	flag.BoolVar(&o.quick, "quick", false, "run the first scenario only")
+	flag.StringVar(&o.only, "only", "", "comma-separated proxies to run (nginx always runs: it is the baseline); all when empty")
 	flag.Parse()
 	if err := run(&o); err != nil {
 		fmt.Fprintln(os.Stderr, "runner:", err)
@@ -92,6 +96,7 @@ func run(o *options) error {
 	}
 	var results []result
 	for _, s := range scenarios(o.quick) {
+		s.proxies = o.filter(s.proxies)
 		rs, err := runScenario(o, s)
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", s.name, err)
@@ -125,4 +130,13 @@ func runScenario(o *options, s scenario) ([]result, error) {
 		}
 	}
 	return out, nil
+}
+
+// filter keeps nginx and the proxies -only names.
+func (o *options) filter(proxies []string) []string {
+	if o.only == "" {
+		return proxies
+	}
+	keep := strings.Split(o.only, ",")
+	return slices.DeleteFunc(slices.Clone(proxies), func(p string) bool { return p != "nginx" && !slices.Contains(keep, p) })
 }

@@ -25,6 +25,8 @@ type exchange struct {
 	// logHost and logPath are copies for the access log, taken only when it is on.
 	logHost, logPath string
 	upstream         string
+	// clientIP is the client address for X-Forwarded-For when the connection knows it.
+	clientIP []byte
 }
 
 // b2s views b as a string without copying; the string is valid while b is unchanged.

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"time"
@@ -139,26 +140,16 @@ const (
 )
 
 // forwardingHeaders strips hop-by-hop headers (keeping Connection and Upgrade for a WebSocket
-// upgrade), appends the client address to X-Forwarded-For and sets X-Forwarded-Proto, from
-// one scan of the headers: the common request has none of them and is only appended to.
+// upgrade), appends the client address to X-Forwarded-For and sets X-Forwarded-Proto. The
+// common request has none of these headers and is only appended to.
 func (x *exchange) forwardingHeaders(upgrade bool) {
 	hdr := &x.ctx.Request.Header
-	var saw int
+	saw := x.sawHeaders()
 	var buf [96]byte
 	b := buf[:0]
-	for k, v := range hdr.All() {
-		switch string(k) {
-		case fasthttp.HeaderConnection, fasthttp.HeaderUpgrade:
-			saw |= sawUpgrade
-		case headerKeepAlive, headerProxyConnection, headerTE:
-			saw |= sawHopByHop
-		case headerXForwardedFor:
-			if saw&sawXForwardedFor == 0 {
-				b = append(append(b, v...), ',', ' ')
-			}
-			saw |= sawXForwardedFor
-		case headerXForwardedProto:
-			saw |= sawXForwardedProto
+	if saw&sawXForwardedFor != 0 {
+		if prior := hdr.Peek(headerXForwardedFor); len(prior) > 0 {
+			b = append(append(b, prior...), ',', ' ')
 		}
 	}
 	if saw&sawUpgrade != 0 && !upgrade {
@@ -170,7 +161,9 @@ func (x *exchange) forwardingHeaders(upgrade bool) {
 		del(hdr, headerProxyConnection)
 		del(hdr, headerTE)
 	}
-	if ip, ok := netip.AddrFromSlice(x.ctx.RemoteIP()); ok {
+	if x.clientIP != nil {
+		b = append(b, x.clientIP...)
+	} else if ip, ok := netip.AddrFromSlice(x.ctx.RemoteIP()); ok {
 		b = ip.Unmap().AppendTo(b)
 	}
 	if saw&sawXForwardedFor != 0 {
@@ -248,4 +241,84 @@ func equalFold(b []byte, s string) bool {
 		}
 	}
 	return true
+}
+
+// sawHeaders says which of the headers forwardingHeaders handles the request has. It scans
+// the header block as received, one pass without the cookie parsing and copies of fasthttp's
+// header iteration; when the request was built rather than parsed (HTTP/2), or a filter may
+// have changed its headers, it looks each one up instead.
+func (x *exchange) sawHeaders() int {
+	hdr := &x.ctx.Request.Header
+	raw := hdr.RawHeaders()
+	if len(raw) == 0 || len(x.route.RequestHeaders) > 0 {
+		return peekHeaders(hdr)
+	}
+	saw := 0
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if colon := bytes.IndexByte(line, ':'); colon > 0 {
+			saw |= headerFlag(line[:colon])
+		}
+	}
+	return saw
+}
+
+// headerFlag classifies a header name, compared case-insensitively.
+func headerFlag(name []byte) int {
+	switch len(name) {
+	case len(fasthttp.HeaderConnection): // also Keep-Alive
+		if bytes.EqualFold(name, []byte(fasthttp.HeaderConnection)) {
+			return sawUpgrade
+		}
+		if bytes.EqualFold(name, []byte(headerKeepAlive)) {
+			return sawHopByHop
+		}
+	case len(fasthttp.HeaderUpgrade):
+		if bytes.EqualFold(name, []byte(fasthttp.HeaderUpgrade)) {
+			return sawUpgrade
+		}
+	case len(headerProxyConnection):
+		if bytes.EqualFold(name, []byte(headerProxyConnection)) {
+			return sawHopByHop
+		}
+	case len(headerTE):
+		if bytes.EqualFold(name, []byte(headerTE)) {
+			return sawHopByHop
+		}
+	case len(headerXForwardedFor):
+		if bytes.EqualFold(name, []byte(headerXForwardedFor)) {
+			return sawXForwardedFor
+		}
+	case len(headerXForwardedProto):
+		if bytes.EqualFold(name, []byte(headerXForwardedProto)) {
+			return sawXForwardedProto
+		}
+	}
+	return 0
+}
+
+func peekHeaders(hdr *fasthttp.RequestHeader) int {
+	saw := 0
+	for _, h := range [...]struct {
+		name string
+		flag int
+	}{
+		{fasthttp.HeaderConnection, sawUpgrade},
+		{fasthttp.HeaderUpgrade, sawUpgrade},
+		{headerKeepAlive, sawHopByHop},
+		{headerProxyConnection, sawHopByHop},
+		{headerTE, sawHopByHop},
+		{headerXForwardedFor, sawXForwardedFor},
+		{headerXForwardedProto, sawXForwardedProto},
+	} {
+		if hdr.Peek(h.name) != nil {
+			saw |= h.flag
+		}
+	}
+	return saw
 }

@@ -98,8 +98,12 @@ type Listener struct {
 }
 
 // Serve answers one request that arrived on l.
-func (h *Handler) Serve(ctx *fasthttp.RequestCtx, l *Listener) {
-	x := exchange{ctx: ctx, listener: l, state: h.state.Load()}
+func (h *Handler) Serve(ctx *fasthttp.RequestCtx, l *Listener) { h.ServeFrom(ctx, l, nil) }
+
+// ServeFrom is Serve for a connection whose client address, as X-Forwarded-For shows it, is
+// already known: clientIP, when not nil.
+func (h *Handler) ServeFrom(ctx *fasthttp.RequestCtx, l *Listener, clientIP []byte) {
+	x := exchange{ctx: ctx, listener: l, state: h.state.Load(), clientIP: clientIP}
 	if h.opts.AccessLog != nil {
 		x.keepRequestLine()
 	}

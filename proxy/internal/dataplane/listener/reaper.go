@@ -33,6 +33,8 @@ type trackedConn struct {
 	readingSince atomic.Int64
 	inFlight     atomic.Int32
 	closeOnce    sync.Once
+	// clientIP is the peer address formatted once for X-Forwarded-For.
+	clientIP []byte
 }
 
 func newReaper(read, idle time.Duration) *reaper {
@@ -92,6 +94,9 @@ func (l trackedListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	tc := &trackedConn{Conn: c, r: l.r}
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		tc.clientIP = a.AddrPort().Addr().Unmap().AppendTo(nil)
+	}
 	tc.lastActive.Store(l.r.now.Load())
 	l.r.mu.Lock()
 	l.r.conns[tc] = struct{}{}

@@ -22,6 +22,7 @@ type server struct {
 	fast     *fasthttp.Server
 	h2       *h2Server
 	reaper   *reaper
+	ln       net.Listener
 	served   chan error
 }
 
@@ -31,7 +32,7 @@ func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, err
 	if err != nil {
 		return nil, fmt.Errorf("bind port %d on %s: %w", port, addr, err)
 	}
-	s := &server{port: port, protocol: protocol, addr: ln.Addr(), served: make(chan error, 1)}
+	s := &server{port: port, protocol: protocol, addr: ln.Addr(), ln: ln, served: make(chan error, 1)}
 	s.reaper = newReaper(m.opts.ReadTimeout, m.opts.IdleTimeout)
 	ln = trackedListener{Listener: ln, r: s.reaper}
 	l := &forward.Listener{Port: port, Scheme: "http"}
@@ -53,13 +54,13 @@ func (m *Manager) fastServer(l *forward.Listener) *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
 			tc := tracked(ctx.Conn())
-			if tc != nil {
-				tc.begin()
+			if tc == nil {
+				h.Serve(ctx, l)
+				return
 			}
-			h.Serve(ctx, l)
-			if tc != nil {
-				tc.end()
-			}
+			tc.begin()
+			h.ServeFrom(ctx, l, tc.clientIP)
+			tc.end()
 		},
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
@@ -77,12 +78,19 @@ func (m *Manager) fastServer(l *forward.Listener) *fasthttp.Server {
 // connections and waits for requests in flight until ctx ends.
 func (s *server) shutdown(ctx context.Context) error {
 	var errs []error
+	// fasthttp only closes the listeners its Serve has registered, which a server shut down
+	// right after it started may not have done yet.
+	if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		errs = append(errs, err)
+	}
 	var wg sync.WaitGroup
 	var h2err error
 	if s.h2 != nil {
 		wg.Go(func() { h2err = s.h2.srv.Shutdown(ctx) })
 	}
-	errs = append(errs, s.fast.ShutdownWithContext(ctx))
+	if err := s.fast.ShutdownWithContext(ctx); !errors.Is(err, net.ErrClosed) {
+		errs = append(errs, err)
+	}
 	wg.Wait()
 	s.reaper.close()
 	errs = append(errs, h2err)

@@ -15,6 +15,14 @@ type pathIndex struct {
 	exact  map[string][]*Route
 	prefix map[string][]*Route
 	regex  []*Route
+	// prefixLens has bit n set when a prefix of length n is in prefix (lengths of 256 and
+	// more share bit 255), so matching looks up only the path boundaries that can hit.
+	prefixLens [4]uint64
+}
+
+func (pi *pathIndex) hasPrefixLen(n int) bool {
+	n = min(n, 255)
+	return pi.prefixLens[n>>6]&(1<<(n&63)) != 0
 }
 
 func newPathIndex() *pathIndex {
@@ -27,6 +35,8 @@ func (pi *pathIndex) add(r *Route) {
 		pi.exact[r.path.value] = append(pi.exact[r.path.value], r)
 	case MatchPrefix:
 		pi.prefix[r.path.value] = append(pi.prefix[r.path.value], r)
+		n := min(len(r.path.value), 255)
+		pi.prefixLens[n>>6] |= 1 << (n & 63)
 	default:
 		pi.regex = append(pi.regex, r)
 	}
@@ -69,8 +79,10 @@ type matcher struct {
 // index looks at every bucket of pi that the path can fall in and keeps the lowest-order
 // route that fits: the routes of every hostname that matches the request compete.
 func (m *matcher) index(pi *pathIndex) {
-	if rs, ok := pi.exact[m.path]; ok {
-		m.bucket(rs)
+	if len(pi.exact) > 0 {
+		if rs, ok := pi.exact[m.path]; ok {
+			m.bucket(rs)
+		}
 	}
 	if len(pi.prefix) > 0 {
 		m.prefixes(pi)
@@ -90,14 +102,14 @@ func (m *matcher) index(pi *pathIndex) {
 func (m *matcher) prefixes(pi *pathIndex) {
 	p := m.path
 	for i := 0; i < len(p); i++ {
-		if p[i] != '/' {
+		if p[i] != '/' || !pi.hasPrefixLen(i) {
 			continue
 		}
 		if rs, ok := pi.prefix[p[:i]]; ok {
 			m.bucket(rs)
 		}
 	}
-	if len(p) > 0 && p[len(p)-1] != '/' {
+	if len(p) > 0 && p[len(p)-1] != '/' && pi.hasPrefixLen(len(p)) {
 		if rs, ok := pi.prefix[p]; ok {
 			m.bucket(rs)
 		}
