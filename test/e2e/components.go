@@ -85,6 +85,8 @@ func ProxyArgs(o ProxyOptions) []string {
 		"--health-address=" + o.HealthAddr(),
 		"--node-id=" + o.NodeID,
 		"--shutdown-timeout=2s",
+		// Thousands of access log lines would bury the agent's messages in a failed test's log.
+		"--access-log=false",
 	}
 	if o.GatewayName != "" {
 		args = append(args, "--gateway-namespace="+o.GatewayNamespace, "--gateway-name="+o.GatewayName)
