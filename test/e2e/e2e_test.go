@@ -22,7 +22,7 @@ func TestOperatorAndProxiesEndToEnd(t *testing.T) {
 		t.Skip(EnvSwitch + "=skip: the suite runs only inside its private namespaces")
 	}
 	s := newSuite(t)
-	runScenarios(t, []scenario{
+	s.runScenarios([]scenario{
 		{operatorReady, nil, s.operatorBecomesReady},
 		{proxyReady, []string{operatorReady}, s.sharedProxyBecomesReady},
 		{routed, []string{proxyReady}, s.routeIsServed},

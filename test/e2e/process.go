@@ -16,9 +16,11 @@ import (
 type Process struct {
 	Name    string
 	LogPath string
+	Started time.Time
 	cmd     *exec.Cmd
 	done    chan struct{}
 	err     error
+	ended   time.Time
 }
 
 // StartProcess runs path with args, extra added to the environment, output to logPath.
@@ -35,9 +37,10 @@ func StartProcess(name, logPath, path string, args, extra []string) (*Process, e
 		_ = log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, Started: time.Now(), cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		p.ended = time.Now()
 		_ = log.Close()
 		close(p.done)
 	}()
@@ -57,6 +60,19 @@ func (p *Process) Ended() error {
 		return fmt.Errorf("%s ended: %w", p.Name, p.err)
 	default:
 		return nil
+	}
+}
+
+// RanDuring reports whether the process was running at some time between from and to.
+func (p *Process) RanDuring(from, to time.Time) bool {
+	if p.Started.After(to) {
+		return false
+	}
+	select {
+	case <-p.done:
+		return !p.ended.Before(from)
+	default:
+		return true
 	}
 }
 

@@ -27,7 +27,11 @@ type suite struct {
 	backend  *Backend
 	bundle   string // trust bundle file
 	starts   map[string]int
+	failed   []window // the scenarios that failed
 }
+
+// window is when a scenario ran.
+type window struct{ from, to time.Time }
 
 // proxy is a running proxy process with its options.
 type proxy struct {
@@ -72,7 +76,7 @@ func (s *suite) start(t *testing.T, name, path string, args, env []string) *Proc
 	}
 	s.t.Cleanup(func() {
 		p.Kill()
-		if s.t.Failed() {
+		if s.ranDuringFailure(p) {
 			s.t.Logf("--- log of %s (%s):\n%s", p.Name, p.LogPath, p.LogTail(logTailBytes))
 		}
 	})
@@ -145,18 +149,38 @@ type scenario struct {
 
 // runScenarios runs each scenario as a subtest in order. A scenario whose prerequisite failed
 // fails at once and says so, rather than failing again for the same reason.
-func runScenarios(t *testing.T, scenarios []scenario) {
+func (s *suite) runScenarios(scenarios []scenario) {
 	passed := map[string]bool{}
 	for _, sc := range scenarios {
-		passed[sc.name] = t.Run(sc.name, func(t *testing.T) {
+		start := time.Now()
+		passed[sc.name] = s.t.Run(sc.name, func(t *testing.T) {
 			for _, n := range sc.needs {
 				if !passed[n] {
 					t.Fatalf("not run: needs %q, which failed", n)
 				}
 			}
-			start := time.Now()
 			sc.run(t)
 			t.Logf("Took %s", time.Since(start).Round(time.Millisecond))
 		})
+		if !passed[sc.name] {
+			s.failed = append(s.failed, window{from: start, to: time.Now()})
+		}
 	}
+}
+
+// ranDuringFailure reports whether p ran while a scenario failed, or the suite failed outside
+// any scenario: then its log may tell why.
+func (s *suite) ranDuringFailure(p *Process) bool {
+	if !s.t.Failed() {
+		return false
+	}
+	if len(s.failed) == 0 {
+		return true
+	}
+	for _, w := range s.failed {
+		if p.RanDuring(w.from, w.to) {
+			return true
+		}
+	}
+	return false
 }
