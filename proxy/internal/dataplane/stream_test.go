@@ -14,6 +14,7 @@ import (
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
 
@@ -39,11 +40,11 @@ func wsBackend(t *testing.T) *httptest.Server {
 }
 
 // Tests that a WebSocket upgrade is tunnelled: the backend's 101 reaches the client and bytes
-// then flow both ways.
+// then flow both ways, for longer than the downstream read timeout.
 func TestWebSocketUpgrade(t *testing.T) {
 	t.Parallel()
 	ws := wsBackend(t)
-	d := start(t, dataplane.Options{})
+	d := start(t, dataplane.Options{Listener: listener.Options{ReadTimeout: 100 * time.Millisecond, IdleTimeout: time.Second}})
 	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", snaptest.Route("ns/ws/0/0", "", snaptest.Prefix("/"), "ns/ws:80"))),
 		snaptest.Cluster(t, "ns/ws:80", hostPort(ws)))
 	conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(context.Background(), "tcp", addr(t, d, 80))
@@ -66,7 +67,10 @@ func TestWebSocketUpgrade(t *testing.T) {
 	if resp.StatusCode != 101 || resp.Header.Get("X-Path") != "/chat" {
 		t.Fatalf("got %d %v", resp.StatusCode, resp.Header)
 	}
-	for _, msg := range []string{"ping", "pong and more"} {
+	for i, msg := range []string{"ping", "pong and more", "still there"} {
+		if i > 0 {
+			time.Sleep(300 * time.Millisecond) // past the read timeout
+		}
 		if _, err := io.WriteString(conn, msg); err != nil {
 			t.Fatal(err)
 		}

@@ -60,7 +60,9 @@ func (m *Manager) fastServer(l *forward.Listener) *fasthttp.Server {
 			}
 			tc.begin()
 			h.ServeFrom(ctx, l, tc.clientIP)
-			tc.end()
+			if !ctx.Hijacked() {
+				tc.end() // a tunnel stays in flight: its own ends decide when it closes
+			}
 		},
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
