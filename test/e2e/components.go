@@ -69,6 +69,9 @@ type ProxyOptions struct {
 	// GatewayNamespace and GatewayName ask for a dedicated Gateway's scope; empty for the
 	// shared pool.
 	GatewayNamespace, GatewayName string
+	// PortOffset is added to every Gateway listener port, so two proxies of one scope can
+	// run side by side in the namespace.
+	PortOffset int
 }
 
 // HealthAddr returns host:port of the proxy's health endpoint.
@@ -90,6 +93,9 @@ func ProxyArgs(o ProxyOptions) []string {
 	}
 	if o.GatewayName != "" {
 		args = append(args, "--gateway-namespace="+o.GatewayNamespace, "--gateway-name="+o.GatewayName)
+	}
+	if o.PortOffset != 0 {
+		args = append(args, "--port-offset="+strconv.Itoa(o.PortOffset))
 	}
 	return args
 }

@@ -11,8 +11,13 @@ import (
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
-// outageLength is how long the operator stays down.
-const outageLength = 3 * time.Second
+const (
+	// outageLength is how long the operator stays down.
+	outageLength = 3 * time.Second
+	// latePortOffset moves the listeners of the proxy started during the outage off the
+	// shared proxy's.
+	latePortOffset = 1000
+)
 
 // requestPause is the pause between two requests of one load worker.
 const requestPause = 5 * time.Millisecond
@@ -64,7 +69,8 @@ func (p *proxy) degraded(ctx context.Context) error {
 
 // trafficSurvivesOperatorOutage kills the operator under load: the proxy must turn Degraded
 // and keep serving its last snapshot without failing a request, then turn Ready again when a
-// new operator comes up, and serve a route created after the restart.
+// new operator comes up, and serve a route created after the restart. A proxy started during
+// the outage stays NotReady until the operator is back, then serves.
 func (s *suite) trafficSurvivesOperatorOutage(t *testing.T) {
 	ctx := t.Context()
 	load := s.echoLoad(ctx)
@@ -86,6 +92,18 @@ func (s *suite) trafficSurvivesOperatorOutage(t *testing.T) {
 	if err := waitMoreRequests(ctx, load, 200, 20*time.Second); err != nil {
 		t.Fatalf("load during the outage: %v", err)
 	}
+	// A proxy that starts while the operator is down has nothing to serve until it is back.
+	newcomer := s.startProxy(t, ProxyOptions{
+		NodeID: "late", TokenPath: s.shared.opts.TokenPath, TrustBundlePath: s.bundle,
+		HealthPort: lateHealthPort, PortOffset: latePortOffset,
+	})
+	defer stopQuietly(newcomer)
+	if err := Poll(ctx, 10*time.Second, 50*time.Millisecond, newcomer.notReady); err != nil {
+		t.Fatalf("proxy started during the outage: %v", err)
+	}
+	if err := Hold(ctx, time.Second, 100*time.Millisecond, newcomer.notReady); err != nil {
+		t.Errorf("proxy started during the outage: %v", err)
+	}
 
 	s.operator = s.startOperator(t, wellknown.DefaultSVIDTTL)
 	restarted := time.Now()
@@ -94,6 +112,21 @@ func (s *suite) trafficSurvivesOperatorOutage(t *testing.T) {
 	}
 	t.Logf("Proxy Ready %s after the operator restarted (outage %s)", time.Since(restarted).Round(time.Millisecond),
 		time.Since(killed).Round(time.Millisecond))
+	if err := newcomer.waitState(ctx, 60*time.Second, "Ready"); err != nil {
+		t.Fatalf("proxy started during the outage did not turn Ready after the restart: %v", err)
+	}
+	newcomerClient := NewClient(loopback(GatewayPort+latePortOffset), false)
+	defer newcomerClient.CloseIdle()
+	if err := Poll(ctx, 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
+		resp, err := newcomerClient.Get(ctx, echoHost, echoPath)
+		if err != nil {
+			return err
+		}
+		return checkEcho(serviceName, "routed")(resp)
+	}); err != nil {
+		t.Fatalf("proxy started during the outage does not serve the echo route: %v", err)
+	}
+	t.Logf("Proxy started during the outage Ready and serving %s after the restart", time.Since(restarted).Round(time.Millisecond))
 
 	late := Route{
 		Namespace: appNamespace, Name: "late", Gateway: gatewayName, Hostname: "late.example.com",

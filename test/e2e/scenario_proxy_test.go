@@ -15,6 +15,7 @@ const (
 	rotatedHealthPort  = 19004
 	rbacHealthPort     = 19005
 	privateHealthPort  = 19006
+	lateHealthPort     = 19010
 )
 
 // impostorHealthPorts are the health ports of the proxies that ask for what is not theirs.
