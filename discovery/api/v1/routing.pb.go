@@ -135,6 +135,60 @@ func (MatchType) EnumDescriptor() ([]byte, []int) {
 	return file_v1_routing_proto_rawDescGZIP(), []int{1}
 }
 
+// UpstreamProtocol is the protocol a cluster's endpoints speak. A data plane refuses a value it
+// does not know rather than guess.
+type UpstreamProtocol int32
+
+const (
+	// UPSTREAM_PROTOCOL_UNSPECIFIED is HTTP/1.1: what a control plane without this field sends.
+	UpstreamProtocol_UPSTREAM_PROTOCOL_UNSPECIFIED UpstreamProtocol = 0
+	UpstreamProtocol_UPSTREAM_PROTOCOL_HTTP1       UpstreamProtocol = 1
+	// UPSTREAM_PROTOCOL_H2C is HTTP/2 without TLS, with prior knowledge (appProtocol
+	// kubernetes.io/h2c).
+	UpstreamProtocol_UPSTREAM_PROTOCOL_H2C UpstreamProtocol = 2
+)
+
+// Enum value maps for UpstreamProtocol.
+var (
+	UpstreamProtocol_name = map[int32]string{
+		0: "UPSTREAM_PROTOCOL_UNSPECIFIED",
+		1: "UPSTREAM_PROTOCOL_HTTP1",
+		2: "UPSTREAM_PROTOCOL_H2C",
+	}
+	UpstreamProtocol_value = map[string]int32{
+		"UPSTREAM_PROTOCOL_UNSPECIFIED": 0,
+		"UPSTREAM_PROTOCOL_HTTP1":       1,
+		"UPSTREAM_PROTOCOL_H2C":         2,
+	}
+)
+
+func (x UpstreamProtocol) Enum() *UpstreamProtocol {
+	p := new(UpstreamProtocol)
+	*p = x
+	return p
+}
+
+func (x UpstreamProtocol) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UpstreamProtocol) Descriptor() protoreflect.EnumDescriptor {
+	return file_v1_routing_proto_enumTypes[2].Descriptor()
+}
+
+func (UpstreamProtocol) Type() protoreflect.EnumType {
+	return &file_v1_routing_proto_enumTypes[2]
+}
+
+func (x UpstreamProtocol) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UpstreamProtocol.Descriptor instead.
+func (UpstreamProtocol) EnumDescriptor() ([]byte, []int) {
+	return file_v1_routing_proto_rawDescGZIP(), []int{2}
+}
+
 // Listener is one port of one Gateway. The shared pool serves several Gateways, so listeners are
 // per Gateway and port: a Gateway's routes never answer on another Gateway's listener.
 type Listener struct {
@@ -1222,10 +1276,12 @@ func (x *Timeouts) GetBackendRequest() *durationpb.Duration {
 type Cluster struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is "<namespace>/<service>:<port>".
-	Name          string      `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Endpoints     []*Endpoint `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Name      string      `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Endpoints []*Endpoint `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// upstream_protocol is what the endpoints speak, from the Service port's appProtocol.
+	UpstreamProtocol UpstreamProtocol `protobuf:"varint,3,opt,name=upstream_protocol,json=upstreamProtocol,proto3,enum=coxswain.discovery.v1.UpstreamProtocol" json:"upstream_protocol,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Cluster) Reset() {
@@ -1270,6 +1326,13 @@ func (x *Cluster) GetEndpoints() []*Endpoint {
 		return x.Endpoints
 	}
 	return nil
+}
+
+func (x *Cluster) GetUpstreamProtocol() UpstreamProtocol {
+	if x != nil {
+		return x.UpstreamProtocol
+	}
+	return UpstreamProtocol_UPSTREAM_PROTOCOL_UNSPECIFIED
 }
 
 // Endpoint is one ready address and target port.
@@ -1464,10 +1527,11 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\ferror_status\x18\x03 \x01(\rR\verrorStatus\"\x83\x01\n" +
 	"\bTimeouts\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\arequest\x12B\n" +
-	"\x0fbackend_request\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ebackendRequest\"\\\n" +
+	"\x0fbackend_request\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ebackendRequest\"\xb2\x01\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
-	"\tendpoints\x18\x02 \x03(\v2\x1f.coxswain.discovery.v1.EndpointR\tendpoints\"8\n" +
+	"\tendpoints\x18\x02 \x03(\v2\x1f.coxswain.discovery.v1.EndpointR\tendpoints\x12T\n" +
+	"\x11upstream_protocol\x18\x03 \x01(\x0e2'.coxswain.discovery.v1.UpstreamProtocolR\x10upstreamProtocol\"8\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\"}\n" +
@@ -1483,7 +1547,11 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\x16MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10MATCH_TYPE_EXACT\x10\x01\x12\x1a\n" +
 	"\x16MATCH_TYPE_PATH_PREFIX\x10\x02\x12!\n" +
-	"\x1dMATCH_TYPE_REGULAR_EXPRESSION\x10\x03B4Z2coxswain.dev/coxswain/discovery/api/v1;discoveryv1b\x06proto3"
+	"\x1dMATCH_TYPE_REGULAR_EXPRESSION\x10\x03*m\n" +
+	"\x10UpstreamProtocol\x12!\n" +
+	"\x1dUPSTREAM_PROTOCOL_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17UPSTREAM_PROTOCOL_HTTP1\x10\x01\x12\x19\n" +
+	"\x15UPSTREAM_PROTOCOL_H2C\x10\x02B4Z2coxswain.dev/coxswain/discovery/api/v1;discoveryv1b\x06proto3"
 
 var (
 	file_v1_routing_proto_rawDescOnce sync.Once
@@ -1497,63 +1565,65 @@ func file_v1_routing_proto_rawDescGZIP() []byte {
 	return file_v1_routing_proto_rawDescData
 }
 
-var file_v1_routing_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_v1_routing_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_v1_routing_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_v1_routing_proto_goTypes = []any{
 	(Protocol)(0),               // 0: coxswain.discovery.v1.Protocol
 	(MatchType)(0),              // 1: coxswain.discovery.v1.MatchType
-	(*Listener)(nil),            // 2: coxswain.discovery.v1.Listener
-	(*VirtualHost)(nil),         // 3: coxswain.discovery.v1.VirtualHost
-	(*Route)(nil),               // 4: coxswain.discovery.v1.Route
-	(*RouteMatch)(nil),          // 5: coxswain.discovery.v1.RouteMatch
-	(*PathMatch)(nil),           // 6: coxswain.discovery.v1.PathMatch
-	(*ValueMatch)(nil),          // 7: coxswain.discovery.v1.ValueMatch
-	(*Filter)(nil),              // 8: coxswain.discovery.v1.Filter
-	(*HeaderModifier)(nil),      // 9: coxswain.discovery.v1.HeaderModifier
-	(*Header)(nil),              // 10: coxswain.discovery.v1.Header
-	(*Redirect)(nil),            // 11: coxswain.discovery.v1.Redirect
-	(*Rewrite)(nil),             // 12: coxswain.discovery.v1.Rewrite
-	(*PathModifier)(nil),        // 13: coxswain.discovery.v1.PathModifier
-	(*Mirror)(nil),              // 14: coxswain.discovery.v1.Mirror
-	(*WeightedBackend)(nil),     // 15: coxswain.discovery.v1.WeightedBackend
-	(*Timeouts)(nil),            // 16: coxswain.discovery.v1.Timeouts
-	(*Cluster)(nil),             // 17: coxswain.discovery.v1.Cluster
-	(*Endpoint)(nil),            // 18: coxswain.discovery.v1.Endpoint
-	(*Certificate)(nil),         // 19: coxswain.discovery.v1.Certificate
-	(*GatewayRef)(nil),          // 20: coxswain.discovery.v1.GatewayRef
-	(*durationpb.Duration)(nil), // 21: google.protobuf.Duration
+	(UpstreamProtocol)(0),       // 2: coxswain.discovery.v1.UpstreamProtocol
+	(*Listener)(nil),            // 3: coxswain.discovery.v1.Listener
+	(*VirtualHost)(nil),         // 4: coxswain.discovery.v1.VirtualHost
+	(*Route)(nil),               // 5: coxswain.discovery.v1.Route
+	(*RouteMatch)(nil),          // 6: coxswain.discovery.v1.RouteMatch
+	(*PathMatch)(nil),           // 7: coxswain.discovery.v1.PathMatch
+	(*ValueMatch)(nil),          // 8: coxswain.discovery.v1.ValueMatch
+	(*Filter)(nil),              // 9: coxswain.discovery.v1.Filter
+	(*HeaderModifier)(nil),      // 10: coxswain.discovery.v1.HeaderModifier
+	(*Header)(nil),              // 11: coxswain.discovery.v1.Header
+	(*Redirect)(nil),            // 12: coxswain.discovery.v1.Redirect
+	(*Rewrite)(nil),             // 13: coxswain.discovery.v1.Rewrite
+	(*PathModifier)(nil),        // 14: coxswain.discovery.v1.PathModifier
+	(*Mirror)(nil),              // 15: coxswain.discovery.v1.Mirror
+	(*WeightedBackend)(nil),     // 16: coxswain.discovery.v1.WeightedBackend
+	(*Timeouts)(nil),            // 17: coxswain.discovery.v1.Timeouts
+	(*Cluster)(nil),             // 18: coxswain.discovery.v1.Cluster
+	(*Endpoint)(nil),            // 19: coxswain.discovery.v1.Endpoint
+	(*Certificate)(nil),         // 20: coxswain.discovery.v1.Certificate
+	(*GatewayRef)(nil),          // 21: coxswain.discovery.v1.GatewayRef
+	(*durationpb.Duration)(nil), // 22: google.protobuf.Duration
 }
 var file_v1_routing_proto_depIdxs = []int32{
-	20, // 0: coxswain.discovery.v1.Listener.gateway:type_name -> coxswain.discovery.v1.GatewayRef
+	21, // 0: coxswain.discovery.v1.Listener.gateway:type_name -> coxswain.discovery.v1.GatewayRef
 	0,  // 1: coxswain.discovery.v1.Listener.protocol:type_name -> coxswain.discovery.v1.Protocol
-	3,  // 2: coxswain.discovery.v1.Listener.virtual_hosts:type_name -> coxswain.discovery.v1.VirtualHost
-	4,  // 3: coxswain.discovery.v1.VirtualHost.routes:type_name -> coxswain.discovery.v1.Route
-	5,  // 4: coxswain.discovery.v1.Route.match:type_name -> coxswain.discovery.v1.RouteMatch
-	8,  // 5: coxswain.discovery.v1.Route.filters:type_name -> coxswain.discovery.v1.Filter
-	15, // 6: coxswain.discovery.v1.Route.backends:type_name -> coxswain.discovery.v1.WeightedBackend
-	16, // 7: coxswain.discovery.v1.Route.timeouts:type_name -> coxswain.discovery.v1.Timeouts
-	6,  // 8: coxswain.discovery.v1.RouteMatch.path:type_name -> coxswain.discovery.v1.PathMatch
-	7,  // 9: coxswain.discovery.v1.RouteMatch.headers:type_name -> coxswain.discovery.v1.ValueMatch
-	7,  // 10: coxswain.discovery.v1.RouteMatch.query_params:type_name -> coxswain.discovery.v1.ValueMatch
+	4,  // 2: coxswain.discovery.v1.Listener.virtual_hosts:type_name -> coxswain.discovery.v1.VirtualHost
+	5,  // 3: coxswain.discovery.v1.VirtualHost.routes:type_name -> coxswain.discovery.v1.Route
+	6,  // 4: coxswain.discovery.v1.Route.match:type_name -> coxswain.discovery.v1.RouteMatch
+	9,  // 5: coxswain.discovery.v1.Route.filters:type_name -> coxswain.discovery.v1.Filter
+	16, // 6: coxswain.discovery.v1.Route.backends:type_name -> coxswain.discovery.v1.WeightedBackend
+	17, // 7: coxswain.discovery.v1.Route.timeouts:type_name -> coxswain.discovery.v1.Timeouts
+	7,  // 8: coxswain.discovery.v1.RouteMatch.path:type_name -> coxswain.discovery.v1.PathMatch
+	8,  // 9: coxswain.discovery.v1.RouteMatch.headers:type_name -> coxswain.discovery.v1.ValueMatch
+	8,  // 10: coxswain.discovery.v1.RouteMatch.query_params:type_name -> coxswain.discovery.v1.ValueMatch
 	1,  // 11: coxswain.discovery.v1.PathMatch.type:type_name -> coxswain.discovery.v1.MatchType
 	1,  // 12: coxswain.discovery.v1.ValueMatch.type:type_name -> coxswain.discovery.v1.MatchType
-	9,  // 13: coxswain.discovery.v1.Filter.request_headers:type_name -> coxswain.discovery.v1.HeaderModifier
-	9,  // 14: coxswain.discovery.v1.Filter.response_headers:type_name -> coxswain.discovery.v1.HeaderModifier
-	11, // 15: coxswain.discovery.v1.Filter.redirect:type_name -> coxswain.discovery.v1.Redirect
-	12, // 16: coxswain.discovery.v1.Filter.rewrite:type_name -> coxswain.discovery.v1.Rewrite
-	14, // 17: coxswain.discovery.v1.Filter.mirror:type_name -> coxswain.discovery.v1.Mirror
-	10, // 18: coxswain.discovery.v1.HeaderModifier.set:type_name -> coxswain.discovery.v1.Header
-	10, // 19: coxswain.discovery.v1.HeaderModifier.add:type_name -> coxswain.discovery.v1.Header
-	13, // 20: coxswain.discovery.v1.Redirect.path:type_name -> coxswain.discovery.v1.PathModifier
-	13, // 21: coxswain.discovery.v1.Rewrite.path:type_name -> coxswain.discovery.v1.PathModifier
-	21, // 22: coxswain.discovery.v1.Timeouts.request:type_name -> google.protobuf.Duration
-	21, // 23: coxswain.discovery.v1.Timeouts.backend_request:type_name -> google.protobuf.Duration
-	18, // 24: coxswain.discovery.v1.Cluster.endpoints:type_name -> coxswain.discovery.v1.Endpoint
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	10, // 13: coxswain.discovery.v1.Filter.request_headers:type_name -> coxswain.discovery.v1.HeaderModifier
+	10, // 14: coxswain.discovery.v1.Filter.response_headers:type_name -> coxswain.discovery.v1.HeaderModifier
+	12, // 15: coxswain.discovery.v1.Filter.redirect:type_name -> coxswain.discovery.v1.Redirect
+	13, // 16: coxswain.discovery.v1.Filter.rewrite:type_name -> coxswain.discovery.v1.Rewrite
+	15, // 17: coxswain.discovery.v1.Filter.mirror:type_name -> coxswain.discovery.v1.Mirror
+	11, // 18: coxswain.discovery.v1.HeaderModifier.set:type_name -> coxswain.discovery.v1.Header
+	11, // 19: coxswain.discovery.v1.HeaderModifier.add:type_name -> coxswain.discovery.v1.Header
+	14, // 20: coxswain.discovery.v1.Redirect.path:type_name -> coxswain.discovery.v1.PathModifier
+	14, // 21: coxswain.discovery.v1.Rewrite.path:type_name -> coxswain.discovery.v1.PathModifier
+	22, // 22: coxswain.discovery.v1.Timeouts.request:type_name -> google.protobuf.Duration
+	22, // 23: coxswain.discovery.v1.Timeouts.backend_request:type_name -> google.protobuf.Duration
+	19, // 24: coxswain.discovery.v1.Cluster.endpoints:type_name -> coxswain.discovery.v1.Endpoint
+	2,  // 25: coxswain.discovery.v1.Cluster.upstream_protocol:type_name -> coxswain.discovery.v1.UpstreamProtocol
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_v1_routing_proto_init() }
@@ -1578,7 +1648,7 @@ func file_v1_routing_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_routing_proto_rawDesc), len(file_v1_routing_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
