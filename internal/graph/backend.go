@@ -111,8 +111,10 @@ func nsKey(name string) types.NamespacedName {
 // Cluster is a referenced Service port with its ready endpoints. A cluster without endpoints
 // is still programmed: the proxy answers 503 for it.
 type Cluster struct {
-	Key       ClusterKey
-	Endpoints []Endpoint
+	Key ClusterKey
+	// AppProtocol is the Service port's appProtocol, as written; empty when unset.
+	AppProtocol string
+	Endpoints   []Endpoint
 }
 
 // Endpoint is a ready address and target port of a cluster.
@@ -124,7 +126,10 @@ type Endpoint struct {
 func (b *builder) buildClusters() []*Cluster {
 	out := make([]*Cluster, 0, len(b.clusters))
 	for key := range b.clusters {
-		out = append(out, &Cluster{Key: key, Endpoints: b.endpoints(key)})
+		svc := b.cs.Services[types.NamespacedName{Namespace: key.Namespace, Name: key.Name}]
+		out = append(out, &Cluster{
+			Key: key, AppProtocol: deref(servicePort(svc, key.Port).AppProtocol), Endpoints: b.endpoints(key),
+		})
 	}
 	slices.SortFunc(out, func(x, y *Cluster) int { return x.Key.Compare(y.Key) })
 	return out
