@@ -83,11 +83,18 @@ func Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
 
 // Cluster converts a cluster.
 func Cluster(c *snapshot.Cluster) *discoveryv1.Cluster {
-	out := &discoveryv1.Cluster{Name: c.Name}
+	out := &discoveryv1.Cluster{Name: c.Name, UpstreamProtocol: upstreamProtocol(c.Protocol)}
 	for _, ep := range c.Endpoints {
 		out.Endpoints = append(out.Endpoints, &discoveryv1.Endpoint{Address: ep.Address, Port: uint32(ep.Port)}) //nolint:gosec // ports are 1-65535
 	}
 	return out
+}
+
+func upstreamProtocol(p snapshot.UpstreamProtocol) discoveryv1.UpstreamProtocol {
+	if p == snapshot.UpstreamH2C {
+		return discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2C
+	}
+	return discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_HTTP1
 }
 
 // Certificate converts a TLS secret; this is where the private key leaves its redacting type.

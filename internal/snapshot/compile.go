@@ -141,12 +141,26 @@ func (sb *scopeBuilder) fillClusters(all []*graph.Cluster) {
 		if !sb.clusters[name] {
 			continue
 		}
-		cl := &Cluster{Name: name}
+		cl := &Cluster{Name: name, Protocol: upstreamProtocol(gc.AppProtocol)}
 		for _, ep := range gc.Endpoints {
 			cl.Endpoints = append(cl.Endpoints, Endpoint{Address: ep.Address, Port: ep.Port})
 		}
 		sb.snap.Clusters = append(sb.snap.Clusters, cl)
 	}
+}
+
+// appProtocolH2C is the Kubernetes standard appProtocol of HTTP/2 over cleartext with prior
+// knowledge (KEP-3726), which Gateway API backend protocol selection (GEP-1911) honours.
+const appProtocolH2C = "kubernetes.io/h2c"
+
+// upstreamProtocol maps a Service port's appProtocol to what the proxy speaks to its endpoints.
+// WebSocket (kubernetes.io/ws, kubernetes.io/wss) starts as HTTP/1.1; any other value, known or
+// not, is not an error and gets HTTP/1.1 too.
+func upstreamProtocol(appProtocol string) UpstreamProtocol {
+	if appProtocol == appProtocolH2C {
+		return UpstreamH2C
+	}
+	return UpstreamHTTP1
 }
 
 func listenerScheme(p gwapiv1.ProtocolType) string {

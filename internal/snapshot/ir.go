@@ -85,9 +85,20 @@ type Secret struct {
 // Cluster is a Service port with its ready endpoints. A cluster without endpoints answers 503.
 type Cluster struct {
 	// Name is "<namespace>/<service>:<port>".
-	Name      string     `json:"name"`
-	Endpoints []Endpoint `json:"endpoints,omitempty"`
+	Name      string           `json:"name"`
+	Protocol  UpstreamProtocol `json:"protocol"`
+	Endpoints []Endpoint       `json:"endpoints,omitempty"`
 }
+
+// UpstreamProtocol is the protocol a cluster's endpoints speak.
+type UpstreamProtocol string
+
+const (
+	// UpstreamHTTP1 is HTTP/1.1, for every appProtocol but kubernetes.io/h2c, none included.
+	UpstreamHTTP1 UpstreamProtocol = "HTTP/1.1"
+	// UpstreamH2C is HTTP/2 without TLS, with prior knowledge.
+	UpstreamH2C UpstreamProtocol = "H2C"
+)
 
 // Endpoint is one ready address and target port.
 type Endpoint struct {
