@@ -120,6 +120,13 @@ type compiler struct {
 
 func (c *compiler) cluster(in *discoveryv1.Cluster) error {
 	out := &Cluster{Name: in.GetName(), Index: len(c.table.clusters)}
+	switch in.GetUpstreamProtocol() {
+	case discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_UNSPECIFIED, discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_HTTP1:
+	case discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2C:
+		out.H2C = true
+	default:
+		return fmt.Errorf("cluster %s: %w: upstream protocol %s", out.Name, ErrInvalid, in.GetUpstreamProtocol())
+	}
 	for _, ep := range in.GetEndpoints() {
 		if ep.GetAddress() == "" || ep.GetPort() == 0 || ep.GetPort() > 65535 {
 			return fmt.Errorf("cluster %s: %w: endpoint %q port %d", out.Name, ErrInvalid, ep.GetAddress(), ep.GetPort())

@@ -80,6 +80,9 @@ func TestCompileRefuses(t *testing.T) {
 		{"an endpoint without a port", []proto.Message{&discoveryv1.Cluster{
 			Name: "ns/app:80", Endpoints: []*discoveryv1.Endpoint{{Address: "10.0.0.1"}},
 		}}},
+		{"a cluster with an unknown upstream protocol", []proto.Message{&discoveryv1.Cluster{
+			Name: "ns/app:80", UpstreamProtocol: 99,
+		}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,8 +68,8 @@ type Cluster struct {
 	Name      string
 	Index     int
 	Endpoints []Endpoint
-	// H2C says the endpoints speak HTTP/2 without TLS. The wire format has no field for it yet,
-	// so compiled tables leave it false.
+	// H2C says the endpoints speak HTTP/2 without TLS (the cluster's upstream protocol is
+	// UPSTREAM_PROTOCOL_H2C).
 	H2C bool
 }
 
