@@ -2,7 +2,7 @@ package controllers
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"os"
 	"testing"
@@ -32,38 +32,21 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
+	os.Exit(testenv.Main(m, setup))
 }
 
-func runSuite(m *testing.M) int {
+func setup(restConfig *rest.Config) (err error) {
 	logs := io.Discard
 	if os.Getenv("COXSWAIN_TEST_LOG") != "" {
 		logs = os.Stderr
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs)))
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
+		return err
 	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	env, err := testenv.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cfg, err = env.Start()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "start control plane: %v\n", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
+	cfg = restConfig
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	return err
 }
 
 // newNamespace creates a namespace for one test.

@@ -98,8 +98,8 @@ func (s *Server) Serve(ctx context.Context, bl, sl net.Listener) error {
 	}
 	s.cfg.Logger.Info("Stopping discovery", "grace", s.cfg.ShutdownGrace)
 	s.cfg.Stream.Shutdown()
-	stopGracefully(s.stream, s.cfg.ShutdownGrace)
-	stopGracefully(s.bootstrap, s.cfg.ShutdownGrace)
+	StopGracefully(s.stream, s.cfg.ShutdownGrace)
+	StopGracefully(s.bootstrap, s.cfg.ShutdownGrace)
 	rest := []error{first, <-errs}
 	if first == nil {
 		rest = append(rest, <-errs)
@@ -114,8 +114,8 @@ func serve(name string, gs *grpc.Server, lis net.Listener) error {
 	return nil
 }
 
-// stopGracefully waits up to grace for in-flight calls, then cuts them off.
-func stopGracefully(gs *grpc.Server, grace time.Duration) {
+// StopGracefully stops gs: it waits up to grace for in-flight calls, then cuts them off.
+func StopGracefully(gs *grpc.Server, grace time.Duration) {
 	done := make(chan struct{})
 	go func() {
 		gs.GracefulStop()

@@ -12,6 +12,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc"
 
+	"coxswain.dev/coxswain/discovery/server"
 	"coxswain.dev/coxswain/discovery/server/bootstrap"
 	"coxswain.dev/coxswain/discovery/server/stream"
 	"coxswain.dev/coxswain/discovery/spiffe"
@@ -154,27 +155,11 @@ func (g *generation) stop() {
 	}
 	var wg sync.WaitGroup
 	for _, gs := range g.servers {
-		wg.Go(func() { gracefulStop(gs, g.grace) })
+		wg.Go(func() { server.StopGracefully(gs, g.grace) })
 	}
 	wg.Wait()
 	g.cancel()
 	g.wg.Wait()
-}
-
-func gracefulStop(gs *grpc.Server, grace time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		gs.GracefulStop()
-		close(done)
-	}()
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		gs.Stop()
-		<-done
-	}
 }
 
 func (g *generation) failedChan() <-chan struct{} {

@@ -3,7 +3,6 @@ package discoveryserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -35,30 +34,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(testenv.Main(m, setup))
 }
 
-func run(m *testing.M) int {
-	env, err := testenv.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if restConfig, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
+func setup(cfg *rest.Config) (err error) {
+	restConfig = cfg
 	scheme = runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return err
 	}
-	if clientset, err = kubernetes.NewForConfig(restConfig); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	clientset, err = kubernetes.NewForConfig(cfg)
+	return err
 }
 
 // controller is one operator replica: a manager running the discovery components as main.go

@@ -1,7 +1,6 @@
 package trustbundle
 
 import (
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"coxswain.dev/coxswain/internal/testenv"
 )
@@ -16,26 +16,12 @@ import (
 var clientset kubernetes.Interface
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(testenv.Main(m, setup))
 }
 
-func run(m *testing.M) int {
-	env, err := testenv.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start control plane:", err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-	if clientset, err = kubernetes.NewForConfig(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+func setup(cfg *rest.Config) (err error) {
+	clientset, err = kubernetes.NewForConfig(cfg)
+	return err
 }
 
 func newNamespace(t *testing.T, name string) string {
