@@ -94,7 +94,7 @@ type Cluster struct {
 type UpstreamProtocol string
 
 const (
-	// UpstreamHTTP1 is HTTP/1.1, for every appProtocol but kubernetes.io/h2c, none included.
+	// UpstreamHTTP1 is HTTP/1.1: any appProtocol other than kubernetes.io/h2c, or none.
 	UpstreamHTTP1 UpstreamProtocol = "HTTP/1.1"
 	// UpstreamH2C is HTTP/2 without TLS, with prior knowledge.
 	UpstreamH2C UpstreamProtocol = "H2C"
