@@ -167,9 +167,10 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 	gw := &controllers.GatewayAPIReconciler{
 		Client: mgr.GetClient(),
 		Pipeline: &rebuild.Pipeline{
-			Cache:     snapshots,
-			Authority: authority,
-			IsLeader:  func() bool { return isClosed(elected) },
+			Cache:       snapshots,
+			Authority:   authority,
+			IsLeader:    func() bool { return isClosed(elected) },
+			TrustCopies: disc.TrustCopies,
 			Status: &status.Writer{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
 				SharedProxyService: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},

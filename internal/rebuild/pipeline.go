@@ -9,6 +9,7 @@ import (
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/internal/encode"
 	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/identity/trustbundle"
 	"coxswain.dev/coxswain/internal/scopeauth"
 	"coxswain.dev/coxswain/internal/snapshot"
 	"coxswain.dev/coxswain/internal/state"
@@ -20,7 +21,7 @@ type StatusWriter interface {
 }
 
 // Pipeline turns cluster state into what the discovery server serves. Cache, Authority and
-// IsLeader are required; Status may be nil.
+// IsLeader are required; Status and TrustCopies may be nil.
 type Pipeline struct {
 	Graph     graph.Options
 	Cache     *cache.Cache
@@ -28,8 +29,13 @@ type Pipeline struct {
 	Status    StatusWriter
 	// IsLeader reports whether this replica writes status.
 	IsLeader func() bool
+	// TrustCopies, when set, is told on the leader which namespaces run a dedicated proxy and so
+	// need a copy of the trust bundle.
+	TrustCopies TrustCopier
 
-	scopes map[cache.Scope]bool
+	scopes      map[cache.Scope]bool
+	lastTrust   []trustbundle.Target
+	trustSynced bool
 }
 
 // Result says what a rebuild changed.
@@ -61,7 +67,16 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 		return res, err
 	}
 	res.AuthorityChanged = p.Authority.Update(g)
-	if p.Status == nil || !p.IsLeader() {
+	if !p.IsLeader() {
+		p.trustSynced = false // a future leader term starts from what the cluster holds
+		return res, nil
+	}
+	if p.TrustCopies != nil {
+		if err := p.syncTrust(ctx, g); err != nil {
+			return res, fmt.Errorf("copy trust bundle to dedicated proxies' namespaces: %w", err)
+		}
+	}
+	if p.Status == nil {
 		return res, nil
 	}
 	res.StatusWritten, err = p.Status.Write(ctx, in.State, g)

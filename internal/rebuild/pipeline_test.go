@@ -7,10 +7,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/stream"
 	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/identity/trustbundle"
 	"coxswain.dev/coxswain/internal/scopeauth"
 	"coxswain.dev/coxswain/internal/state"
 )
@@ -120,5 +123,47 @@ func TestPipelinePublishesScopesAndAnswersForThem(t *testing.T) {
 	}
 	if _, err := p.Authority.ExpectedServiceAccount("prod", "web"); !errors.Is(err, stream.ErrUnknownGateway) {
 		t.Errorf("the deleted Gateway still answers: %v", err)
+	}
+}
+
+type recordingCopier struct{ calls [][]trustbundle.Target }
+
+func (c *recordingCopier) Sync(_ context.Context, targets []trustbundle.Target) error {
+	c.calls = append(c.calls, targets)
+	return nil
+}
+
+func TestPipelineCopiesTheTrustBundleToDedicatedNamespacesOnTheLeader(t *testing.T) {
+	t.Parallel()
+	leader := false
+	copier := &recordingCopier{}
+	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), TrustCopies: copier, IsLeader: func() bool { return leader }}
+	withUID := strings.Replace(world, "metadata: {name: web, namespace: prod}", "metadata: {name: web, namespace: prod, uid: web-uid}", 1)
+
+	if _, err := p.Rebuild(context.Background(), input(t, withUID)); err != nil {
+		t.Fatal(err)
+	}
+	if len(copier.calls) != 0 {
+		t.Fatal("a follower copied the trust bundle")
+	}
+	leader = true
+	for range 2 {
+		if _, err := p.Rebuild(context.Background(), input(t, withUID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := [][]trustbundle.Target{{{Namespace: "prod", Owner: metav1.OwnerReference{
+		APIVersion: "gateway.networking.k8s.io/v1", Kind: "Gateway", Name: "web", UID: "web-uid", BlockOwnerDeletion: ptr.To(false),
+	}}}}
+	if diff := cmp.Diff(want, copier.calls); diff != "" {
+		t.Fatalf("the leader copies once per change of the dedicated namespaces (-want +got):\n%s", diff)
+	}
+
+	withoutWeb, _, _ := strings.Cut(withUID, "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: web")
+	if _, err := p.Rebuild(context.Background(), input(t, withoutWeb)); err != nil {
+		t.Fatal(err)
+	}
+	if got := copier.calls[len(copier.calls)-1]; len(copier.calls) != 2 || len(got) != 0 {
+		t.Errorf("after the dedicated Gateway went, the copier was told %v in call %d; want no targets in call 2", got, len(copier.calls))
 	}
 }
