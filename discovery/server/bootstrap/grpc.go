@@ -33,6 +33,8 @@ func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption
 	cfg.MinVersion = tls.VersionTLS13
 	base := []grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(cfg)),
+		// Stop and GracefulStop return only after every handler has: nothing outlives a stop.
+		grpc.WaitForHandlers(true),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
 		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {

@@ -25,6 +25,8 @@ func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption)
 	}
 	base := []grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(cfg)),
+		// Stop and GracefulStop return only after every handler has: nothing outlives a stop.
+		grpc.WaitForHandlers(true),
 		grpc.ChainUnaryInterceptor(s.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(s.StreamInterceptor()),
 		grpc.UnknownServiceHandler(UnknownServiceHandler),
