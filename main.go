@@ -6,8 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -119,10 +121,10 @@ func run(o *options) error {
 	if err := cfg.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up CoxswainConfig controller: %w", err)
 	}
-	if err := setupGatewayAPI(mgr, o, store, board, elected); err != nil {
+	if err := setupGatewayAPI(mgr, o, store, board, isLeader, elected); err != nil {
 		return err
 	}
-	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
+	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("discovery", discoveryServing(board))); err != nil {
 		return fmt.Errorf("add health checks: %w", err)
 	}
 	ctrl.Log.Info("Starting operator", "namespace", o.namespace, "config", o.configName)
@@ -140,7 +142,7 @@ func cacheOptions(namespace string) cache.Options {
 // setupGatewayAPI wires the control channel: the discovery CA, trust bundle and listeners, and
 // the translation pipeline whose snapshots the stream listener serves and whose scope authority
 // decides which proxy may subscribe to which Gateway.
-func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board *readiness.Board, elected <-chan struct{}) error {
+func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board *readiness.Board, isLeader func() bool, elected <-chan struct{}) error {
 	snapshots := snapcache.New(nil)
 	authority := scopeauth.New()
 	disc, err := discoveryserver.Setup(mgr, discoveryserver.SetupOptions{
@@ -169,7 +171,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		Pipeline: &rebuild.Pipeline{
 			Cache:       snapshots,
 			Authority:   authority,
-			IsLeader:    func() bool { return isClosed(elected) },
+			IsLeader:    isLeader,
 			TrustCopies: disc.TrustCopies,
 			Status: &status.Writer{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
@@ -183,6 +185,20 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		return fmt.Errorf("set up Gateway API controller: %w", err)
 	}
 	return nil
+}
+
+// discoveryServing makes a replica ready only while its discovery listeners serve, so the
+// discovery Service never sends a proxy to a replica that cannot answer it (in External mode
+// without a usable CA, no replica is ready: the operator fails closed).
+func discoveryServing(board *readiness.Board) healthz.Checker {
+	return func(*http.Request) error {
+		for _, c := range board.Conditions() {
+			if c.Type == v1alpha1.ConditionDiscoveryServing && c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("discovery is not serving: %s: %s", c.Reason, c.Message)
+			}
+		}
+		return nil
+	}
 }
 
 func isClosed(c <-chan struct{}) bool {
