@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc"
@@ -105,12 +107,8 @@ func (s *Stream) Ack(snap *discoveryv1.Snapshot) error {
 
 // Nack tells the server that snap was refused, with a reason for its logs.
 func (s *Stream) Nack(snap *discoveryv1.Snapshot, reason error) error {
-	detail := reason.Error()
-	if len(detail) > maxNackDetail {
-		detail = detail[:maxNackDetail]
-	}
 	return s.stream.Send(&discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Nack{
-		Nack: &discoveryv1.Nack{Version: snap.GetVersion(), Nonce: snap.GetNonce(), Detail: detail},
+		Nack: &discoveryv1.Nack{Version: snap.GetVersion(), Nonce: snap.GetNonce(), Detail: nackDetail(reason)},
 	}})
 }
 
@@ -152,4 +150,18 @@ func answer(ctx context.Context, s *Stream, snap *discoveryv1.Snapshot, apply Ap
 		return s.Nack(snap, err)
 	}
 	return s.Ack(snap)
+}
+
+// nackDetail is err's text as valid UTF-8 (protobuf strings must be) of at most maxNackDetail
+// bytes, cut at a character boundary.
+func nackDetail(err error) string {
+	detail := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if len(detail) <= maxNackDetail {
+		return detail
+	}
+	cut := maxNackDetail
+	for cut > 0 && !utf8.RuneStart(detail[cut]) {
+		cut--
+	}
+	return detail[:cut]
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
@@ -13,9 +12,6 @@ import (
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/proxy/internal/resource"
 )
-
-// maxNackDetail bounds the detail of a NACK, well inside discoveryv1.MaxClientMessageBytes.
-const maxNackDetail = 1000
 
 // handle builds the complete set a snapshot brings, applies it and ACKs it, or NACKs it with
 // the reason when either step fails; the previous set keeps serving then. An error means the
@@ -29,7 +25,7 @@ func (a *Agent) handle(ctx context.Context, st *client.Stream, snap *discoveryv1
 		a.cfg.Logger.Info("Rejected snapshot", "version", snap.GetVersion(), "full", snap.GetFull(),
 			"error", err.Error(), "servingVersion", versionOf(a.applied))
 		a.cfg.Observer.SnapshotRejected(snap.GetVersion(), err)
-		return answerError(st, st.Nack(snap, nackDetail(err)))
+		return answerError(st, st.Nack(snap, err))
 	}
 	a.applied = set
 	a.cfg.Logger.Info("Applied snapshot", "version", set.Version(), "full", snap.GetFull(), "resources", set.Len())
@@ -88,15 +84,6 @@ func verifyVersion(set *resource.Set) error {
 		return fmt.Errorf("resources hash to version %s, not %s", want.Version(), set.Version())
 	}
 	return nil
-}
-
-// nackDetail bounds the reason of a NACK and keeps it valid UTF-8, as proto strings must be.
-func nackDetail(err error) error {
-	detail := err.Error()
-	if len(detail) > maxNackDetail {
-		detail = detail[:maxNackDetail]
-	}
-	return errors.New(strings.ToValidUTF8(detail, "?"))
 }
 
 func versionOf(set *resource.Set) string {
