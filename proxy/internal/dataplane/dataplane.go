@@ -60,6 +60,7 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 			return nil, err
 		}
 		opts.Forward.Metrics = m
+		opts.Listener.ConnectionRefused = m.ConnectionRefused
 	}
 	d.handler = forward.NewHandler(opts.Forward)
 	d.listeners = listener.NewManager(log.WithName("listener"), d.handler, opts.Listener)

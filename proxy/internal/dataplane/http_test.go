@@ -12,19 +12,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// fasthttp refreshes its cached Date header from one process-wide goroutine it starts
-		// on first use and never stops.
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
-		// An upstream client's idle-connection cleaner sleeps one idle period between sweeps
-		// and ends at the first sweep that finds no connection left: after the test, not leaked.
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
-		// A stopped server's worker-pool sweeper likewise sleeps one idle period before it
-		// sees the stop.
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
-	)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func filter(kind any) *discoveryv1.Filter {
 	switch k := kind.(type) {

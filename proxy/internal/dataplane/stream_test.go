@@ -44,7 +44,7 @@ func wsBackend(t *testing.T) *httptest.Server {
 func TestWebSocketUpgrade(t *testing.T) {
 	t.Parallel()
 	ws := wsBackend(t)
-	d := start(t, dataplane.Options{Listener: listener.Options{ReadTimeout: 100 * time.Millisecond, IdleTimeout: time.Second}})
+	d := start(t, dataplane.Options{Listener: listener.Options{HeaderReadTimeout: 100 * time.Millisecond, IdleTimeout: time.Second}})
 	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", snaptest.Route("ns/ws/0/0", "", snaptest.Prefix("/"), "ns/ws:80"))),
 		snaptest.Cluster(t, "ns/ws:80", hostPort(ws)))
 	conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(context.Background(), "tcp", addr(t, d, 80))

@@ -19,7 +19,7 @@ import (
 func TestDownstreamTimeouts(t *testing.T) {
 	t.Parallel()
 	app, _ := backend(t, "app")
-	d := start(t, dataplane.Options{Listener: listener.Options{ReadTimeout: 200 * time.Millisecond, IdleTimeout: 400 * time.Millisecond}})
+	d := start(t, dataplane.Options{Listener: listener.Options{HeaderReadTimeout: 200 * time.Millisecond, IdleTimeout: 400 * time.Millisecond}})
 	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", snaptest.Route("ns/r/0/0", "", snaptest.Prefix("/"), "ns/app:80"))),
 		snaptest.Cluster(t, "ns/app:80", hostPort(app)))
 	proxy := addr(t, d, 80)

@@ -24,6 +24,9 @@ type Entry struct {
 	Upstream string
 	// Bytes is the size of the response body.
 	Bytes int
+	// Reason says why the proxy chose the status (a refused request, a breached limit, a failed
+	// exchange); empty when the backend answered.
+	Reason string
 }
 
 // Logger writes entries as JSON lines. It is safe for concurrent use.
@@ -103,6 +106,9 @@ func Append(b []byte, e *Entry) []byte {
 	b = strconv.AppendFloat(b, float64(e.Duration.Microseconds())/1000, 'f', 3, 64)
 	b = append(b, `,"bytes":`...)
 	b = strconv.AppendInt(b, int64(e.Bytes), 10)
+	if e.Reason != "" {
+		b = appendField(b, "reason", e.Reason)
+	}
 	return append(b, "}\n"...)
 }
 

@@ -1,56 +1,66 @@
 package forward
 
 import (
+	"net/http"
 	"net/netip"
+	"net/textproto"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
-	"unsafe"
-
-	"github.com/valyala/fasthttp"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
-// exchange is one request on its way through the handler. It lives on the stack.
+// exchange is one request on its way through the handler.
 type exchange struct {
-	ctx      *fasthttp.RequestCtx
+	h        *Handler
+	w        http.ResponseWriter
+	r        *http.Request
+	rc       *http.ResponseController
 	listener *Listener
 	state    *State
 	route    *router.Route
-	// host and path are the normalized host and the path the route matched; they alias the
-	// request's buffers until the request is changed.
-	host, path string
-	// logHost and logPath are copies for the access log, taken only when it is on.
-	logHost, logPath string
-	upstream         string
-	// clientIP is the client address for X-Forwarded-For when the connection knows it.
-	clientIP []byte
+	start    time.Time
+	// host is the normalized host the request was routed by; path is the normalized target
+	// path, escaped as it is forwarded, and matchPath its decoded form the routes match.
+	host, path, matchPath string
+	query                 url.Values
+	upstream              string
+	// reason says why the proxy, not the backend, chose the status: a refused request, a
+	// breached limit, a failed exchange. Empty when the backend answered.
+	reason string
+	// wrote says the response header went out; bytes counts the body bytes written.
+	wrote bool
+	bytes int64
+	// abort resets the client's stream once the handler returns.
+	abort bool
 }
 
-// b2s views b as a string without copying; the string is valid while b is unchanged.
-func b2s(b []byte) string {
-	return unsafe.String(unsafe.SliceData(b), len(b)) //nolint:gosec // read-only views that never outlive the request
+// routed adapts the request to the router's header and query lookups.
+type routed exchange
+
+func (r *routed) Header(name string) (string, bool) {
+	vs := textproto.MIMEHeader(r.r.Header).Values(name)
+	if len(vs) == 0 {
+		return "", false
+	}
+	return vs[0], true
 }
 
-// request adapts the fasthttp request to the router's header and query lookups.
-type request fasthttp.RequestCtx
-
-func (r *request) Header(name string) (string, bool) {
-	v := (*fasthttp.RequestCtx)(r).Request.Header.Peek(name)
-	return b2s(v), v != nil
-}
-
-func (r *request) Query(name string) (string, bool) {
-	args := (*fasthttp.RequestCtx)(r).QueryArgs()
-	v := args.Peek(name)
-	return b2s(v), v != nil || args.Has(name)
-}
-
-func (x *exchange) keepRequestLine() {
-	x.logHost = string(x.ctx.Host())
-	x.logPath = string(x.ctx.Path())
+func (r *routed) Query(name string) (string, bool) {
+	if r.query == nil {
+		r.query, _ = url.ParseQuery(r.r.URL.RawQuery)
+	}
+	vs, ok := r.query[name]
+	if !ok {
+		return "", false
+	}
+	if len(vs) == 0 {
+		return "", true
+	}
+	return vs[0], true
 }
 
 // match finds the route of the request, or nil.
@@ -62,19 +72,52 @@ func (x *exchange) match() *router.Route {
 	if !ok {
 		return nil
 	}
-	x.host = router.NormalizeHost(b2s(x.ctx.Host()))
+	x.host = router.NormalizeHost(x.r.Host)
 	vh, ok := p.VirtualHost(x.host)
 	if !ok {
 		return nil
 	}
-	x.path = b2s(x.ctx.Path())
-	return vh.Match(x.host, b2s(x.ctx.Method()), x.path, (*request)(x.ctx))
+	return vh.Match(x.host, x.r.Method, x.matchPath, (*routed)(x))
+}
+
+// extendSend moves the deadline of the next write to the client SendTimeout ahead.
+func (x *exchange) extendSend() {
+	_ = x.rc.SetWriteDeadline(time.Now().Add(x.h.opts.SendTimeout))
 }
 
 // fail answers with status and an empty body.
 func (x *exchange) fail(status int) int {
-	x.ctx.Response.Reset()
-	x.ctx.Response.SetStatusCode(status)
+	if x.wrote {
+		return status
+	}
+	hdr := x.w.Header()
+	clear(hdr)
+	hdr["Content-Length"] = []string{"0"}
+	x.w.WriteHeader(status)
+	x.wrote = true
+	return status
+}
+
+// refuse answers a request the proxy turned down, saying why in the access log and metrics.
+// After a refused request, or a body not read whole, the rest of the request may still be on
+// the wire: the connection is not read for another request.
+func (x *exchange) refuse(status int, reason string) int {
+	x.reason = reason
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge:
+		x.w.Header().Set("Connection", "close")
+	}
+	return x.failKeep(status)
+}
+
+// failKeep is fail that keeps the headers already set (Connection: close, Allow).
+func (x *exchange) failKeep(status int) int {
+	if x.wrote {
+		return status
+	}
+	x.w.Header()["Content-Length"] = []string{"0"}
+	x.w.WriteHeader(status)
+	x.wrote = true
 	return status
 }
 
@@ -93,45 +136,31 @@ func (x *exchange) redirect(rd *router.Redirect) int {
 	b.WriteString(host)
 	if !defaultPort(rd.Scheme, rd.Port) {
 		b.WriteByte(':')
-		b.WriteString(uitoa(rd.Port))
+		b.WriteString(strconv.FormatUint(uint64(rd.Port), 10))
 	}
 	if rd.Path == nil {
-		b.Write(x.ctx.URI().PathOriginal())
+		b.WriteString(x.path)
 	} else {
-		b.WriteString(escapePath(rd.Path.ReplacePath(x.route, x.path)))
+		b.WriteString(escapePath(rd.Path.ReplacePath(x.route, x.matchPath)))
 	}
-	if q := x.ctx.URI().QueryString(); len(q) > 0 {
+	if q := x.r.URL.RawQuery; q != "" {
 		b.WriteByte('?')
-		b.Write(q)
+		b.WriteString(q)
 	}
-	status := x.fail(rd.StatusCode)
-	x.ctx.Response.Header.Set(fasthttp.HeaderLocation, b.String())
-	return status
+	x.w.Header().Set("Location", b.String())
+	return x.failKeep(rd.StatusCode)
 }
 
 func (x *exchange) entry(status int, elapsed time.Duration) accesslog.Entry {
 	e := accesslog.Entry{
-		Start: x.ctx.Time(), Duration: elapsed, Protocol: b2s(x.ctx.Request.Header.Protocol()),
-		Host: x.logHost, Method: b2s(x.ctx.Method()), Path: x.logPath, Status: status,
-		Upstream: x.upstream, Bytes: len(x.ctx.Response.Body()),
+		Start: x.start, Duration: elapsed, Protocol: x.r.Proto,
+		Host: x.r.Host, Method: x.r.Method, Path: x.r.URL.Path, Status: status,
+		Upstream: x.upstream, Bytes: int(x.bytes), Reason: x.reason,
 	}
 	if x.route != nil {
 		e.Route = x.route.Name
 	}
 	return e
-}
-
-func uitoa(n uint32) string {
-	var buf [10]byte
-	i := len(buf)
-	for {
-		i--
-		buf[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(buf[i:])
-		}
-	}
 }
 
 func escapePath(p string) string { return (&url.URL{Path: p}).EscapedPath() }

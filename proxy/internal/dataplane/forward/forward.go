@@ -1,36 +1,37 @@
 package forward
 
 import (
-	"bytes"
+	"context"
 	"errors"
+	"net"
+	"net/http"
+	"net/http/httptrace"
 	"net/netip"
+	"net/url"
+	"sync/atomic"
 	"time"
 
-	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http/httpguts"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 
-// Header names the forwarder sets or strips.
-const (
-	headerXForwardedFor   = "X-Forwarded-For"
-	headerXForwardedProto = "X-Forwarded-Proto"
-	headerKeepAlive       = "Keep-Alive"
-	headerProxyConnection = "Proxy-Connection"
-	headerTE              = "Te"
-)
+// errRetry cancels an attempt the HTTP engine would make again after the request, or part of
+// it, was written: a backend may have acted on it, so it is not sent twice.
+var errRetry = errors.New("request was written once; not retried")
 
-// forward sends the request to the route's backend and returns the status the client gets.
+// forward sends the request to the route's backend and relays the answer; it returns the
+// status the client gets.
 func (h *Handler) forward(x *exchange) int {
 	r := x.route
-	upgrade := isWebSocket(&x.ctx.Request.Header)
-	x.modifyRequest(upgrade)
-	h.mirror(x)
+	if !announcedTrailers(x.r, r) {
+		return x.refuse(http.StatusBadRequest, reasonManagedTrailer)
+	}
 	b := r.Pick(h.opts.Rand())
 	switch {
 	case b == nil:
-		return x.fail(fasthttp.StatusInternalServerError)
+		return x.fail(http.StatusInternalServerError)
 	case b.ErrorStatus != 0:
 		return x.fail(b.ErrorStatus)
 	}
@@ -38,22 +39,50 @@ func (h *Handler) forward(x *exchange) int {
 	ep := cl.Next()
 	if ep == nil {
 		h.opts.Metrics.UpstreamError(cl.Name, "no_endpoints")
-		return x.fail(fasthttp.StatusServiceUnavailable)
+		return x.refuse(http.StatusServiceUnavailable, reasonNoEndpoints)
 	}
 	x.upstream = ep.Address
-	deadline := deadline(x.ctx.Time(), r)
-	switch {
-	case upgrade:
-		return h.tunnel(x, ep)
-	case cl.H2C:
-		return h.exchangeH2C(x, cl, ep, deadline)
+	upgrade := !cl.H2C && isWebSocket(x.r)
+
+	ctx, cancel := context.WithCancelCause(x.r.Context())
+	defer cancel(nil)
+	if d := deadline(x.start, r); !d.IsZero() {
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadline(ctx, d)
+		defer stop()
 	}
-	return h.exchangeHTTP1(x, cl, ep, deadline)
+	body := x.requestBody()
+	out := x.outbound(ctx, ep, body, upgrade)
+	if err := h.mirror(x, out, body); err != nil {
+		return x.bodyFailed(body, err)
+	}
+	var wrote atomic.Bool
+	out = out.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GetConn: func(string) {
+			if wrote.Load() {
+				cancel(errRetry)
+			}
+		},
+		WroteHeaders:   func() { wrote.Store(true) },
+		Got1xxResponse: x.informational,
+	}))
+	transport := ep.HTTP1
+	if cl.H2C {
+		transport = ep.H2C()
+	}
+	resp, err := transport.RoundTrip(out)
+	if err != nil {
+		return h.upstreamFailed(x, cl, body, ctx, err)
+	}
+	if upgrade && resp.StatusCode == http.StatusSwitchingProtocols {
+		return h.tunnel(x, resp) // the tunnel owns the connection now
+	}
+	defer func() { _ = resp.Body.Close() }()
+	return x.relay(resp, cancel)
 }
 
 // deadline is the earlier of the route's request and backend deadlines, zero when the route
-// sets neither: the upstream pool's watchdog then bounds the wait for a response, without a
-// timer per request.
+// sets neither.
 func deadline(start time.Time, r *router.Route) time.Time {
 	var d time.Time
 	if r.RequestTimeout > 0 {
@@ -67,33 +96,102 @@ func deadline(start time.Time, r *router.Route) time.Time {
 	return d
 }
 
-func (h *Handler) exchangeHTTP1(x *exchange, cl *upstream.Cluster, ep *upstream.Endpoint, deadline time.Time) int {
-	req, resp := &x.ctx.Request, &x.ctx.Response
-	var err error
-	if deadline.IsZero() {
-		err = ep.HTTP1.Do(req, resp)
-	} else {
-		err = ep.HTTP1.DoDeadline(req, resp, deadline)
+// outbound builds the upstream request from validated parts: the method, the normalized and
+// rewritten target, the Host, the end-to-end headers after the route's filters, the forwarding
+// headers, and the body with the framing the client's request had. Nothing the client sent
+// about framing or the connection reaches the backend.
+func (x *exchange) outbound(ctx context.Context, ep *upstream.Endpoint, body *requestBody, upgrade bool) *http.Request {
+	in := x.r
+	hdr := make(http.Header, len(in.Header)+3)
+	copyEndToEnd(hdr, in.Header)
+	if httpHasTrailersTE(in.Header) {
+		hdr[headerTE] = []string{"trailers"}
 	}
-	if err != nil {
-		return h.upstreamFailed(x, cl, err)
+	if _, ok := hdr["User-Agent"]; !ok {
+		hdr["User-Agent"] = nil // the engine adds its own when the field is absent
 	}
-	return x.modifyResponse()
+	r := x.route
+	for _, m := range r.RequestHeaders {
+		modifyHeaders(hdr, m)
+	}
+	host, path := in.Host, x.path
+	if rw := r.Rewrite; rw != nil {
+		if rw.Path != nil {
+			path = escapePath(rw.Path.ReplacePath(r, x.matchPath))
+		}
+		if rw.Hostname != "" {
+			host = rw.Hostname
+		}
+	}
+	hdr[headerXForwardedFor] = []string{forwardedFor(hdr[headerXForwardedFor], in.RemoteAddr)}
+	hdr[headerXForwardedProto] = []string{x.listener.Scheme}
+	if upgrade {
+		hdr[headerConnection] = []string{"Upgrade"}
+		hdr[headerUpgrade] = in.Header[headerUpgrade]
+	}
+	out := &http.Request{
+		Method:     in.Method,
+		URL:        &url.URL{Scheme: "http", Host: ep.Address, Opaque: path, RawQuery: in.URL.RawQuery},
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     hdr,
+		Host:       host,
+	}
+	if body != nil {
+		out.Body = body
+		out.ContentLength = in.ContentLength
+		if len(in.Trailer) > 0 {
+			out.Trailer = in.Trailer
+			out.ContentLength = -1 // trailers need chunked framing
+		}
+	}
+	return out.WithContext(ctx)
 }
 
-// upstreamFailed answers a failed exchange: 504 for a timeout, 503 when no connection was
-// free, 502 otherwise.
-func (h *Handler) upstreamFailed(x *exchange, cl *upstream.Cluster, err error) int {
-	switch {
-	case errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrDialTimeout) || isTimeout(err):
-		h.opts.Metrics.UpstreamError(cl.Name, "timeout")
-		return x.fail(fasthttp.StatusGatewayTimeout)
-	case errors.Is(err, fasthttp.ErrNoFreeConns):
-		h.opts.Metrics.UpstreamError(cl.Name, "overload")
-		return x.fail(fasthttp.StatusServiceUnavailable)
+func httpHasTrailersTE(h http.Header) bool {
+	return httpguts.HeaderValuesContainsToken(h[headerTE], "trailers")
+}
+
+// upstreamFailed answers a failed exchange, telling the client's faults from the backend's:
+// 413 or 408 or 400 for the request body, nothing for a client that left, 504 for a timeout,
+// 502 otherwise.
+func (h *Handler) upstreamFailed(x *exchange, cl *upstream.Cluster, body *requestBody, ctx context.Context, err error) int {
+	if body != nil && body.failed() != nil {
+		return x.bodyFailed(body, body.failed())
 	}
-	h.opts.Metrics.UpstreamError(cl.Name, "connect")
-	return x.fail(fasthttp.StatusBadGateway)
+	if x.r.Context().Err() != nil {
+		x.reason = reasonClientClosed
+		return statusClientClosed
+	}
+	switch {
+	case errors.Is(context.Cause(ctx), errRetry):
+		h.opts.Metrics.UpstreamError(cl.Name, "reset")
+		return x.refuse(http.StatusBadGateway, reasonUpstreamReset)
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		h.opts.Metrics.UpstreamError(cl.Name, "timeout")
+		return x.refuse(http.StatusGatewayTimeout, reasonTimeout)
+	case isDial(err):
+		h.opts.Metrics.UpstreamError(cl.Name, "connect")
+		return x.refuse(http.StatusBadGateway, reasonConnect)
+	}
+	h.opts.Metrics.UpstreamError(cl.Name, "protocol")
+	return x.refuse(http.StatusBadGateway, reasonUpstreamError)
+}
+
+// bodyFailed answers a request whose body could not be read from the client.
+func (x *exchange) bodyFailed(body *requestBody, err error) int {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return x.refuse(http.StatusRequestEntityTooLarge, reasonBodyTooLarge)
+	case x.r.Context().Err() != nil:
+		x.reason = reasonClientClosed
+		return statusClientClosed
+	case isTimeout(err):
+		return x.refuse(http.StatusRequestTimeout, reasonBodyTimeout)
+	}
+	_ = body
+	return x.refuse(http.StatusBadRequest, reasonClientBody)
 }
 
 func isTimeout(err error) bool {
@@ -101,224 +199,15 @@ func isTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
-// modifyRequest applies the route's request filters and the forwarding headers, and strips
-// hop-by-hop headers (keeping Connection and Upgrade for a WebSocket upgrade).
-func (x *exchange) modifyRequest(upgrade bool) {
-	req := &x.ctx.Request
-	r := x.route
-	for _, m := range r.RequestHeaders {
-		modifyHeaders(&req.Header, m)
-	}
-	if rw := r.Rewrite; rw != nil {
-		if rw.Path != nil {
-			req.URI().SetPath(rw.Path.ReplacePath(r, x.path))
-		}
-		if rw.Hostname != "" {
-			req.Header.SetHost(rw.Hostname)
-		}
-	}
-	req.UseHostHeader = true
-	if x.listener.Scheme != "http" {
-		// Upstream connections are plain: the client refuses a URI scheme that differs.
-		req.URI().SetScheme("http")
-	}
-	req.Header.ResetConnectionClose()
-	if !req.Header.IsHTTP11() {
-		req.Header.SetProtocolBytes(protocolHTTP11)
-	}
-	x.forwardingHeaders(upgrade)
+func isDial(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
-var protocolHTTP11 = []byte("HTTP/1.1")
-
-// Headers found by the single scan of forwardingHeaders.
-const (
-	sawHopByHop = 1 << iota
-	sawUpgrade
-	sawXForwardedFor
-	sawXForwardedProto
-)
-
-// forwardingHeaders strips hop-by-hop headers (keeping Connection and Upgrade for a WebSocket
-// upgrade), appends the client address to X-Forwarded-For and sets X-Forwarded-Proto. The
-// common request has none of these headers and is only appended to.
-func (x *exchange) forwardingHeaders(upgrade bool) {
-	hdr := &x.ctx.Request.Header
-	saw := x.sawHeaders()
-	var buf [96]byte
-	b := buf[:0]
-	if saw&sawXForwardedFor != 0 {
-		if prior := hdr.Peek(headerXForwardedFor); len(prior) > 0 {
-			b = append(append(b, prior...), ',', ' ')
-		}
+func splitHostPort(addr string) (string, string, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return net.SplitHostPort(addr)
 	}
-	if saw&sawUpgrade != 0 && !upgrade {
-		hdr.Del(fasthttp.HeaderConnection)
-		hdr.Del(fasthttp.HeaderUpgrade)
-	}
-	if saw&sawHopByHop != 0 {
-		del(hdr, headerKeepAlive)
-		del(hdr, headerProxyConnection)
-		del(hdr, headerTE)
-	}
-	if x.clientIP != nil {
-		b = append(b, x.clientIP...)
-	} else if ip, ok := netip.AddrFromSlice(x.ctx.RemoteIP()); ok {
-		b = ip.Unmap().AppendTo(b)
-	}
-	if saw&sawXForwardedFor != 0 {
-		hdr.SetBytesV(headerXForwardedFor, b)
-	} else {
-		hdr.AddBytesV(headerXForwardedFor, b)
-	}
-	if saw&sawXForwardedProto != 0 {
-		hdr.Set(headerXForwardedProto, x.listener.Scheme)
-	} else {
-		hdr.Add(headerXForwardedProto, x.listener.Scheme)
-	}
-}
-
-// modifyResponse makes the upstream response the client's: the client connection's keep-alive
-// is the server's business, and the route's response filters apply.
-func (x *exchange) modifyResponse() int {
-	resp := &x.ctx.Response
-	resp.Header.ResetConnectionClose()
-	del(&resp.Header, fasthttp.HeaderConnection)
-	del(&resp.Header, headerKeepAlive)
-	for _, m := range x.route.ResponseHeaders {
-		modifyHeaders(&resp.Header, m)
-	}
-	return resp.StatusCode()
-}
-
-// headers is what RequestHeader and ResponseHeader share.
-type headers interface {
-	Set(key, value string)
-	Add(key, value string)
-	Del(key string)
-	Peek(key string) []byte
-}
-
-// modifyHeaders applies a header modifier. Names in set, add and remove are distinct, so the
-// removals run first: fasthttp deletes by moving the last header into the hole, and removing
-// before appending keeps the added values after the values the request brought.
-func modifyHeaders(h headers, m *router.HeaderModifier) {
-	for _, name := range m.Remove {
-		del(h, name)
-	}
-	for _, hd := range m.Set {
-		h.Set(hd.Name, hd.Value)
-	}
-	for _, hd := range m.Add {
-		h.Add(hd.Name, hd.Value)
-	}
-}
-
-// del deletes a header when it is present; the common case, absent, changes nothing.
-func del(h headers, name string) {
-	if h.Peek(name) != nil {
-		h.Del(name)
-	}
-}
-
-// isWebSocket says whether the request asks to upgrade to WebSocket.
-func isWebSocket(h *fasthttp.RequestHeader) bool {
-	if !h.ConnectionUpgrade() {
-		return false
-	}
-	v := h.Peek(fasthttp.HeaderUpgrade)
-	return len(v) == len("websocket") && equalFold(v, "websocket")
-}
-
-func equalFold(b []byte, s string) bool {
-	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// sawHeaders says which of the headers forwardingHeaders handles the request has. It scans
-// the header block as received, one pass without the cookie parsing and copies of fasthttp's
-// header iteration; when the request was built rather than parsed (HTTP/2), or a filter may
-// have changed its headers, it looks each one up instead.
-func (x *exchange) sawHeaders() int {
-	hdr := &x.ctx.Request.Header
-	raw := hdr.RawHeaders()
-	if len(raw) == 0 || len(x.route.RequestHeaders) > 0 {
-		return peekHeaders(hdr)
-	}
-	saw := 0
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		if colon := bytes.IndexByte(line, ':'); colon > 0 {
-			saw |= headerFlag(line[:colon])
-		}
-	}
-	return saw
-}
-
-// headerFlag classifies a header name, compared case-insensitively.
-func headerFlag(name []byte) int {
-	switch len(name) {
-	case len(fasthttp.HeaderConnection): // also Keep-Alive
-		if bytes.EqualFold(name, []byte(fasthttp.HeaderConnection)) {
-			return sawUpgrade
-		}
-		if bytes.EqualFold(name, []byte(headerKeepAlive)) {
-			return sawHopByHop
-		}
-	case len(fasthttp.HeaderUpgrade):
-		if bytes.EqualFold(name, []byte(fasthttp.HeaderUpgrade)) {
-			return sawUpgrade
-		}
-	case len(headerProxyConnection):
-		if bytes.EqualFold(name, []byte(headerProxyConnection)) {
-			return sawHopByHop
-		}
-	case len(headerTE):
-		if bytes.EqualFold(name, []byte(headerTE)) {
-			return sawHopByHop
-		}
-	case len(headerXForwardedFor):
-		if bytes.EqualFold(name, []byte(headerXForwardedFor)) {
-			return sawXForwardedFor
-		}
-	case len(headerXForwardedProto):
-		if bytes.EqualFold(name, []byte(headerXForwardedProto)) {
-			return sawXForwardedProto
-		}
-	}
-	return 0
-}
-
-func peekHeaders(hdr *fasthttp.RequestHeader) int {
-	saw := 0
-	for _, h := range [...]struct {
-		name string
-		flag int
-	}{
-		{fasthttp.HeaderConnection, sawUpgrade},
-		{fasthttp.HeaderUpgrade, sawUpgrade},
-		{headerKeepAlive, sawHopByHop},
-		{headerProxyConnection, sawHopByHop},
-		{headerTE, sawHopByHop},
-		{headerXForwardedFor, sawXForwardedFor},
-		{headerXForwardedProto, sawXForwardedProto},
-	} {
-		if hdr.Peek(h.name) != nil {
-			saw |= h.flag
-		}
-	}
-	return saw
+	return ap.Addr().Unmap().WithZone("").String(), "", nil
 }

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
@@ -44,12 +43,11 @@ func handlerFor(tb testing.TB, n int, addr string, h2c bool) (*forward.Handler, 
 }
 
 // request returns a request for route i of snaptest.ScaleRoutes.
-func request(i int) *fasthttp.Request {
+func request(i int) *http.Request {
 	host, path := snaptest.ScaleTarget(i)
-	req := &fasthttp.Request{}
-	req.SetRequestURI(path + "/items?id=7")
-	req.Header.SetHost(host)
+	req := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+host+path+"/items?id=7", nil)
 	req.Header.Set("User-Agent", "bench")
+	req.RemoteAddr = "10.0.0.1:5555"
 	return req
 }
 
@@ -69,13 +67,12 @@ func TestH2CUpstream(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	h, pool := handlerFor(t, 1, ln.Addr().String(), true)
 	t.Cleanup(pool.Close)
-	var ctx fasthttp.RequestCtx
-	ctx.Init(request(0), nil, nil)
-	h.Serve(&ctx, listener80)
-	if got := string(ctx.Response.Header.Peek("X-Proto")); ctx.Response.StatusCode() != 200 || got != "HTTP/2.0" {
-		t.Fatalf("got %d over %q: %s", ctx.Response.StatusCode(), got, ctx.Response.Body())
+	rec := httptest.NewRecorder()
+	h.HTTP(listener80).ServeHTTP(rec, request(0))
+	if got := rec.Header().Get("X-Proto"); rec.Code != 200 || got != "HTTP/2.0" {
+		t.Fatalf("got %d over %q: %s", rec.Code, got, rec.Body)
 	}
-	if got := string(ctx.Response.Body()); got != "svc-0.example.com /api/v0/items?id=7" {
+	if got := rec.Body.String(); got != "svc-0.example.com /api/v0/items?id=7" {
 		t.Errorf("backend saw %q", got)
 	}
 }
@@ -85,23 +82,23 @@ func TestH2CUpstream(t *testing.T) {
 func BenchmarkServe(b *testing.B) {
 	ln := listen(b)
 	body := make([]byte, 100)
-	backend := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBody(body) }}
+	backend := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write(body)
+	})}
 	go func() { _ = backend.Serve(ln) }()
-	b.Cleanup(func() { _ = backend.Shutdown() })
+	b.Cleanup(func() { _ = backend.Close() })
 	for _, n := range []int{1, 1000, 10000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			h, pool := handlerFor(b, n, ln.Addr().String(), false)
 			defer pool.Close()
-			template := request(n / 2)
-			var ctx fasthttp.RequestCtx
-			ctx.Init(template, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 5555}, nil)
+			serve := h.HTTP(listener80)
+			req := request(n / 2)
 			b.ReportAllocs()
 			for b.Loop() {
-				template.CopyTo(&ctx.Request)
-				ctx.Response.Reset()
-				h.Serve(&ctx, listener80)
-				if ctx.Response.StatusCode() != 200 {
-					b.Fatalf("got %d", ctx.Response.StatusCode())
+				rec := httptest.NewRecorder()
+				serve.ServeHTTP(rec, req)
+				if rec.Code != 200 {
+					b.Fatalf("got %d", rec.Code)
 				}
 			}
 		})

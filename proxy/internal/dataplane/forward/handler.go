@@ -2,11 +2,10 @@ package forward
 
 import (
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/valyala/fasthttp"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/metrics"
@@ -20,10 +19,29 @@ type Options struct {
 	MirrorConcurrency int
 	// MirrorTimeout bounds one mirror exchange; 10s when zero.
 	MirrorTimeout time.Duration
-	// DialTimeout bounds connecting a WebSocket tunnel; 5s when zero.
-	DialTimeout time.Duration
-	// MaxResponseBodySize bounds an h2c response body; 64 MiB when zero.
-	MaxResponseBodySize int64
+	// MaxMirrorBodySize is the largest request body copied to mirrors; a request with a larger
+	// or unknown body is forwarded but not mirrored. 64 KiB when zero.
+	MaxMirrorBodySize int64
+	// MaxRequestBodySize bounds a request body; 413 beyond it. Zero or negative is no bound:
+	// bodies stream, so their size costs no memory.
+	MaxRequestBodySize int64
+	// MaxHeaderCount bounds the header fields of a request; 431 beyond it. 100 when zero.
+	MaxHeaderCount int
+	// MaxHeaderBytes bounds the size of a request's header fields; 431 beyond it. 32 KiB when
+	// zero. The listener's HTTP engine refuses headers far beyond it before they arrive here.
+	MaxHeaderBytes int
+	// BodyReadTimeout bounds the wait for each read of a request body; 408 when it passes
+	// before a response started. 60s when zero.
+	BodyReadTimeout time.Duration
+	// SendTimeout bounds the wait for each write of a response to the client; the stream or
+	// connection is reset when it passes. 60s when zero.
+	SendTimeout time.Duration
+	// BackendIdleTimeout bounds the wait for each read of a response body from a backend once
+	// its header arrived; 60s when zero.
+	BackendIdleTimeout time.Duration
+	// TunnelIdleTimeout closes a WebSocket tunnel when neither side sent anything for this
+	// long; 5m when zero.
+	TunnelIdleTimeout time.Duration
 	// AccessLog, when set, gets one entry per request.
 	AccessLog *accesslog.Logger
 	// Metrics, when set, count requests.
@@ -34,20 +52,23 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.MirrorConcurrency == 0 {
-		o.MirrorConcurrency = 64
-	}
-	if o.MirrorTimeout == 0 {
-		o.MirrorTimeout = 10 * time.Second
-	}
-	if o.DialTimeout == 0 {
-		o.DialTimeout = 5 * time.Second
-	}
-	if o.MaxResponseBodySize == 0 {
-		o.MaxResponseBodySize = 64 << 20
-	}
+	setDefault(&o.MirrorConcurrency, 64)
+	setDefault(&o.MirrorTimeout, 10*time.Second)
+	setDefault(&o.MaxMirrorBodySize, 64<<10)
+	setDefault(&o.MaxHeaderCount, 100)
+	setDefault(&o.MaxHeaderBytes, 32<<10)
+	setDefault(&o.BodyReadTimeout, 60*time.Second)
+	setDefault(&o.SendTimeout, 60*time.Second)
+	setDefault(&o.BackendIdleTimeout, 60*time.Second)
+	setDefault(&o.TunnelIdleTimeout, 5*time.Minute)
 	if o.Rand == nil {
 		o.Rand = rand.Uint64
+	}
+}
+
+func setDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v == 0 {
+		*v = def
 	}
 }
 
@@ -65,16 +86,23 @@ type Handler struct {
 	mirrorSlots chan struct{}
 	background  sync.WaitGroup
 	tunnels     tunnels
+	bufs        sync.Pool
 }
+
+// bufferSize is the chunk in which bodies are copied: one buffer per direction per request.
+const bufferSize = 32 << 10
 
 // NewHandler returns a handler serving nothing until the first Swap: every request gets 404.
 func NewHandler(opts Options) *Handler {
 	opts.defaults()
-	return &Handler{opts: opts, mirrorSlots: make(chan struct{}, opts.MirrorConcurrency), tunnels: newTunnels()}
+	h := &Handler{opts: opts, mirrorSlots: make(chan struct{}, opts.MirrorConcurrency), tunnels: newTunnels()}
+	h.bufs.New = func() any { b := make([]byte, bufferSize); return &b }
+	return h
 }
 
 // Swap makes s current and returns the previous state. Requests already routed finish on the
-// state they started with. s's routes get their metric handles before it is published.
+// state they started with; WebSocket tunnels whose route or port s no longer has are closed.
+// s's routes get their metric handles before it is published.
 func (h *Handler) Swap(s *State) *State {
 	for _, p := range s.Table.Ports() {
 		for _, vh := range p.VirtualHosts() {
@@ -85,7 +113,9 @@ func (h *Handler) Swap(s *State) *State {
 			}
 		}
 	}
-	return h.state.Swap(s)
+	prev := h.state.Swap(s)
+	h.tunnels.closeGone(s.Table)
+	return prev
 }
 
 // Current returns the state serving now, nil before the first Swap.
@@ -97,27 +127,34 @@ type Listener struct {
 	Scheme string
 }
 
-// Serve answers one request that arrived on l.
-func (h *Handler) Serve(ctx *fasthttp.RequestCtx, l *Listener) { h.ServeFrom(ctx, l, nil) }
+// HTTP returns the handler of the requests that arrive on l, over any HTTP version.
+func (h *Handler) HTTP(l *Listener) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, l) })
+}
 
-// ServeFrom is Serve for a connection whose client address, as X-Forwarded-For shows it, is
-// already known: clientIP, when not nil.
-func (h *Handler) ServeFrom(ctx *fasthttp.RequestCtx, l *Listener, clientIP []byte) {
-	x := exchange{ctx: ctx, listener: l, state: h.state.Load(), clientIP: clientIP}
-	if h.opts.AccessLog != nil {
-		x.keepRequestLine()
-	}
-	x.route = x.match()
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
+	x := exchange{h: h, w: w, r: r, listener: l, state: h.state.Load(), start: time.Now()}
+	x.rc = http.NewResponseController(w)
+	x.extendSend()
 	status := h.answer(&x)
 	h.record(&x, status)
+	if x.abort {
+		// The response cannot be completed faithfully: reset the stream, or close the
+		// connection, so the client never takes a cut body for a whole one.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // answer runs the route's action and returns the status given to the client.
 func (h *Handler) answer(x *exchange) int {
+	if status, reason := x.validate(); status != 0 {
+		return x.refuse(status, reason)
+	}
+	x.route = x.match()
 	r := x.route
 	switch {
 	case r == nil:
-		return x.fail(fasthttp.StatusNotFound)
+		return x.fail(http.StatusNotFound)
 	case r.Redirect != nil:
 		return x.redirect(r.Redirect)
 	case r.DirectStatus != 0:
@@ -128,13 +165,16 @@ func (h *Handler) answer(x *exchange) int {
 
 // record counts the request and writes its access log entry.
 func (h *Handler) record(x *exchange, status int) {
-	elapsed := time.Since(x.ctx.Time())
+	elapsed := time.Since(x.start)
 	stats := h.opts.Metrics.Unmatched()
 	if x.route != nil {
 		stats, _ = x.route.Stats.(*metrics.RouteCounters)
 	}
 	stats.Inc(status)
 	h.opts.Metrics.Observe(elapsed)
+	if x.reason != "" {
+		h.opts.Metrics.Refused(x.reason)
+	}
 	if h.opts.AccessLog != nil {
 		e := x.entry(status, elapsed)
 		h.opts.AccessLog.Log(&e)
@@ -156,3 +196,6 @@ func (h *Handler) Wait(done <-chan struct{}) {
 		<-finished
 	}
 }
+
+func (h *Handler) buffer() *[]byte   { return h.bufs.Get().(*[]byte) }
+func (h *Handler) release(b *[]byte) { h.bufs.Put(b) }

@@ -1,23 +1,45 @@
 package forward
 
 import (
-	"github.com/valyala/fasthttp"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 
-// mirror sends a copy of the request, as it will be forwarded, to each sampled mirror cluster.
-// The copy is taken now; the exchange runs on its own goroutine and its reply is dropped, so
-// the main request never waits for it. When MirrorConcurrency copies are in flight, more are
-// dropped and counted.
-func (h *Handler) mirror(x *exchange) {
+// maxMirrorDrain is how much of a mirror's response is read, to let its connection be reused;
+// a longer response closes the connection instead.
+const maxMirrorDrain = 64 << 10
+
+// mirror sends a copy of the request, as it will be forwarded, to each sampled mirror cluster,
+// on its own goroutine; the main request never waits for it. A request body is copied only
+// when it is known and at most MaxMirrorBodySize: it is then read whole first, and the main
+// exchange sends it from memory. When MirrorConcurrency copies are in flight, or the body is
+// too large to copy, the copy is dropped and counted. The error is the client's, reading the
+// body.
+func (h *Handler) mirror(x *exchange, out *http.Request, body *requestBody) error {
+	var bodyRead bool
 	for _, m := range x.route.Mirrors {
 		if !m.Sample(h.opts.Rand()) {
 			continue
 		}
-		ep := x.state.Upstreams.Cluster(m.Cluster.Index).Next()
+		cl := x.state.Upstreams.Cluster(m.Cluster.Index)
+		ep := cl.Next()
 		if ep == nil {
 			continue
+		}
+		if body != nil && !bodyRead {
+			ok, err := body.readAll(h.opts.MaxMirrorBodySize)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				h.opts.Metrics.MirrorDropped()
+				return nil
+			}
+			bodyRead = true
 		}
 		select {
 		case h.mirrorSlots <- struct{}{}:
@@ -25,20 +47,44 @@ func (h *Handler) mirror(x *exchange) {
 			h.opts.Metrics.MirrorDropped()
 			continue
 		}
-		req := fasthttp.AcquireRequest()
-		x.ctx.Request.CopyTo(req)
-		req.UseHostHeader = true
+		req := mirrorRequest(out, ep, body)
+		transport := ep.HTTP1
+		if cl.H2C {
+			transport = ep.H2C()
+		}
 		h.background.Add(1)
-		go h.sendMirror(ep, req)
+		go h.sendMirror(transport, req)
 	}
+	return nil
 }
 
-func (h *Handler) sendMirror(ep *upstream.Endpoint, req *fasthttp.Request) {
+// mirrorRequest copies out for ep, with the body read so far, on a context of its own.
+func mirrorRequest(out *http.Request, ep *upstream.Endpoint, body *requestBody) *http.Request {
+	req := &http.Request{
+		Method: out.Method, Proto: out.Proto, ProtoMajor: 1, ProtoMinor: 1,
+		Header: out.Header.Clone(), Host: out.Host,
+	}
+	u := *out.URL
+	u.Host = ep.Address
+	req.URL = &u
+	if body != nil && body.buffered != nil {
+		req.Body = io.NopCloser(bytes.NewReader(body.buffered))
+		req.ContentLength = int64(len(body.buffered))
+	}
+	return req
+}
+
+// sendMirror runs one mirror exchange and reads its response to the end, or closes its
+// connection, so that nothing of it is left for the next request on that connection.
+func (h *Handler) sendMirror(t http.RoundTripper, req *http.Request) {
 	defer h.background.Done()
 	defer func() { <-h.mirrorSlots }()
-	resp := fasthttp.AcquireResponse()
-	resp.SkipBody = true
-	_ = ep.HTTP1.DoTimeout(req, resp, h.opts.MirrorTimeout)
-	fasthttp.ReleaseRequest(req)
-	fasthttp.ReleaseResponse(resp)
+	ctx, cancel := context.WithTimeout(context.Background(), h.opts.MirrorTimeout)
+	defer cancel()
+	resp, err := t.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxMirrorDrain))
+	_ = resp.Body.Close()
 }

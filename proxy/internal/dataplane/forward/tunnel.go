@@ -1,61 +1,96 @@
 package forward
 
 import (
-	"context"
+	"bufio"
 	"io"
 	"net"
+	"net/http"
 	"sync"
+	"time"
 
-	"github.com/valyala/fasthttp"
-
-	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
-// badGateway is written on a hijacked connection whose upstream could not be reached.
-const badGateway = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-
-// tunnel takes over the client connection for a WebSocket upgrade: the request head goes to
-// the endpoint on a new connection, and from then on bytes flow both ways untouched, the
-// endpoint's 101 answer included. The status recorded is 101.
-func (h *Handler) tunnel(x *exchange, ep *upstream.Endpoint) int {
-	req := &x.ctx.Request
-	req.Header.SetRequestURIBytes(req.URI().RequestURI())
-	head := append([]byte(nil), req.Header.Header()...)
-	addr := ep.Address
+// tunnel takes over the client connection once the backend accepted a WebSocket upgrade with
+// 101: the 101 goes to the client, and from then on bytes flow both ways untouched until either
+// side closes, neither sends anything for TunnelIdleTimeout, the tunnel's route or port leaves
+// the routing table, or the data plane shuts down. The status recorded is 101.
+func (h *Handler) tunnel(x *exchange, resp *http.Response) int {
+	up, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		return x.refuse(http.StatusBadGateway, reasonUpstreamError)
+	}
+	down, rw, err := x.rc.Hijack()
+	if err != nil {
+		_ = up.Close()
+		return x.refuse(http.StatusBadGateway, reasonUpstreamError)
+	}
+	x.wrote = true
+	hdr := make(http.Header, len(resp.Header))
+	copyEndToEnd(hdr, resp.Header)
+	for _, m := range x.route.ResponseHeaders {
+		modifyHeaders(hdr, m)
+	}
+	hdr[headerConnection] = []string{"Upgrade"}
+	hdr[headerUpgrade] = resp.Header[headerUpgrade]
+	_ = down.SetDeadline(time.Now().Add(h.opts.SendTimeout))
+	_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
+	_ = hdr.Write(rw)
+	_, _ = rw.WriteString("\r\n")
+	if err := rw.Flush(); err != nil {
+		_ = down.Close()
+		_ = up.Close()
+		return http.StatusSwitchingProtocols
+	}
+	_ = down.SetDeadline(time.Time{})
+	t := h.tunnels.add(x.listener.Port, x.route.Name, down, up)
 	h.background.Add(1)
-	x.ctx.HijackSetNoResponse(true)
-	x.ctx.Hijack(func(down net.Conn) {
+	go func() {
 		defer h.background.Done()
-		h.pipe(down, addr, head)
-	})
-	return fasthttp.StatusSwitchingProtocols
+		defer h.tunnels.remove(t)
+		h.pipe(t, rw.Reader)
+	}()
+	return http.StatusSwitchingProtocols
 }
 
-func (h *Handler) pipe(down net.Conn, addr string, head []byte) {
-	dialer := net.Dialer{Timeout: h.opts.DialTimeout}
-	up, err := dialer.DialContext(context.Background(), "tcp", addr)
-	if err != nil {
-		_, _ = io.WriteString(down, badGateway)
-		return
-	}
-	id := h.tunnels.add(down, up)
-	defer h.tunnels.remove(id)
-	if _, err := up.Write(head); err != nil {
-		return
-	}
+// pipe copies both ways until both directions end or the tunnel goes idle.
+func (h *Handler) pipe(t *tunnel, pending *bufio.Reader) {
+	idle := time.AfterFunc(h.opts.TunnelIdleTimeout, t.close)
+	defer idle.Stop()
+	active := func() { idle.Reset(h.opts.TunnelIdleTimeout) }
 	done := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(up, down)
-		closeWrite(up)
-		close(done)
+		defer close(done)
+		// Bytes the client sent after its upgrade request are in the server's reader.
+		_, _ = copyActive(t.up, pending, active)
+		closeWrite(t.up)
 	}()
-	_, _ = io.Copy(down, up)
-	closeWrite(down)
+	_, _ = copyActive(t.down, t.up, active)
+	closeWrite(t.down)
 	<-done
 }
 
+// copyActive copies src to dst, calling active after every chunk.
+func copyActive(dst io.Writer, src io.Reader, active func()) (int64, error) {
+	buf := make([]byte, 16<<10)
+	var total int64
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			active()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
 // closeWrite half-closes c when it can, else closes it, so the other direction can finish.
-func closeWrite(c net.Conn) {
+func closeWrite(c io.Closer) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 		return
@@ -63,37 +98,76 @@ func closeWrite(c net.Conn) {
 	_ = c.Close()
 }
 
-// tunnels tracks the open tunnels so a drain that runs out of time can close them.
+// tunnel is one open WebSocket tunnel.
+type tunnel struct {
+	port  uint32
+	route string
+	down  net.Conn
+	up    io.ReadWriteCloser
+	once  sync.Once
+}
+
+func (t *tunnel) close() {
+	t.once.Do(func() {
+		_ = t.down.Close()
+		_ = t.up.Close()
+	})
+}
+
+// tunnels tracks the open tunnels so that a drain that runs out of time, or a table without
+// their route, can close them.
 type tunnels struct {
 	mu    sync.Mutex
-	next  uint64
-	conns map[uint64][2]net.Conn
+	conns map[*tunnel]struct{}
 }
 
-func newTunnels() tunnels { return tunnels{conns: map[uint64][2]net.Conn{}} }
+func newTunnels() tunnels { return tunnels{conns: map[*tunnel]struct{}{}} }
 
-func (t *tunnels) add(down, up net.Conn) uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.next++
-	t.conns[t.next] = [2]net.Conn{down, up}
-	return t.next
+func (ts *tunnels) add(port uint32, route string, down net.Conn, up io.ReadWriteCloser) *tunnel {
+	t := &tunnel{port: port, route: route, down: down, up: up}
+	ts.mu.Lock()
+	ts.conns[t] = struct{}{}
+	ts.mu.Unlock()
+	return t
 }
 
-func (t *tunnels) remove(id uint64) {
-	t.mu.Lock()
-	c := t.conns[id]
-	delete(t.conns, id)
-	t.mu.Unlock()
-	_ = c[0].Close()
-	_ = c[1].Close()
+func (ts *tunnels) remove(t *tunnel) {
+	ts.mu.Lock()
+	delete(ts.conns, t)
+	ts.mu.Unlock()
+	t.close()
 }
 
-func (t *tunnels) closeAll() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, c := range t.conns {
-		_ = c[0].Close()
-		_ = c[1].Close()
+func (ts *tunnels) closeAll() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for t := range ts.conns {
+		t.close()
+	}
+}
+
+// closeGone closes the tunnels whose port, or whose route on that port, table does not have.
+func (ts *tunnels) closeGone(table *router.Table) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if len(ts.conns) == 0 {
+		return
+	}
+	type key struct {
+		port  uint32
+		route string
+	}
+	live := map[key]bool{}
+	for _, p := range table.Ports() {
+		for _, vh := range p.VirtualHosts() {
+			for _, r := range vh.Routes() {
+				live[key{p.Number, r.Name}] = true
+			}
+		}
+	}
+	for t := range ts.conns {
+		if !live[key{t.port, t.route}] {
+			t.close()
+		}
 	}
 }

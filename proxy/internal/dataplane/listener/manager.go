@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,36 +21,59 @@ type Options struct {
 	// Address returns the address to bind for a table port: ":<port>" when nil. A proxy that
 	// may not bind low ports maps them here (for example port+8000).
 	Address func(port uint32) string
-	// ReadTimeout bounds reading one request, and a TLS handshake; 60s when zero.
-	ReadTimeout time.Duration
+	// HeaderReadTimeout bounds reading a request's header, and a TLS handshake; 10s when zero.
+	HeaderReadTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection idle this long; 120s when zero.
 	IdleTimeout time.Duration
-	// MaxRequestBodySize bounds a request body; 64 MiB when zero.
-	MaxRequestBodySize int
-	// ReadBufferSize bounds a request's header; 16 KiB when zero.
-	ReadBufferSize int
-	// WriteBufferSize is the response write buffer: a response whose header and body fit
-	// leaves in one system call. 32 KiB when zero.
-	WriteBufferSize int
+	// SendTimeout closes an HTTP/2 connection whose client accepts no bytes for this long;
+	// 60s when zero.
+	SendTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header, on HTTP/2 as the header list size the proxy
+	// advertises; 32 KiB when zero.
+	MaxHeaderBytes int
+	// MaxConnections bounds the open downstream connections of the proxy, all ports together;
+	// connections beyond it are closed on accept. 16384 when zero.
+	MaxConnections int
+	// HTTP2MaxConcurrentStreams bounds the streams open at once on one HTTP/2 connection; 100
+	// when zero.
+	HTTP2MaxConcurrentStreams int
+	// HTTP2StreamWindow and HTTP2ConnectionWindow bound the request body bytes a client may
+	// send ahead of the backend reading them, per stream and per connection; 256 KiB and
+	// 1 MiB when zero.
+	HTTP2StreamWindow     int32
+	HTTP2ConnectionWindow int32
 	// DrainTimeout bounds the drain of a port a new table no longer has; 30s when zero.
 	DrainTimeout time.Duration
+	// ConnectionRefused, when set, is called for every connection closed on accept because of
+	// MaxConnections.
+	ConnectionRefused func()
 }
 
 func (o *Options) defaults() {
 	if o.Address == nil {
 		o.Address = func(port uint32) string { return ":" + strconv.FormatUint(uint64(port), 10) }
 	}
-	o.ReadTimeout = orDefault(o.ReadTimeout, 60*time.Second)
+	o.HeaderReadTimeout = orDefault(o.HeaderReadTimeout, 10*time.Second)
 	o.IdleTimeout = orDefault(o.IdleTimeout, 120*time.Second)
+	o.SendTimeout = orDefault(o.SendTimeout, 60*time.Second)
 	o.DrainTimeout = orDefault(o.DrainTimeout, 30*time.Second)
-	if o.MaxRequestBodySize == 0 {
-		o.MaxRequestBodySize = 64 << 20
+	if o.MaxHeaderBytes == 0 {
+		o.MaxHeaderBytes = 32 << 10
 	}
-	if o.ReadBufferSize == 0 {
-		o.ReadBufferSize = 16 << 10
+	if o.MaxConnections == 0 {
+		o.MaxConnections = 16384
 	}
-	if o.WriteBufferSize == 0 {
-		o.WriteBufferSize = 32 << 10
+	if o.HTTP2MaxConcurrentStreams == 0 {
+		o.HTTP2MaxConcurrentStreams = 100
+	}
+	if o.HTTP2StreamWindow == 0 {
+		o.HTTP2StreamWindow = 256 << 10
+	}
+	if o.HTTP2ConnectionWindow == 0 {
+		o.HTTP2ConnectionWindow = 1 << 20
+	}
+	if o.ConnectionRefused == nil {
+		o.ConnectionRefused = func() {}
 	}
 }
 
@@ -70,6 +94,8 @@ type Manager struct {
 	servers map[uint32]*server
 	// draining are servers being drained in the background after a table dropped them.
 	draining sync.WaitGroup
+	// open counts the open downstream connections of every port.
+	open atomic.Int64
 }
 
 // NewManager returns a manager whose servers serve through handler.
@@ -179,6 +205,8 @@ func (m *Manager) drain(s *server) {
 	}()
 }
 
+func (m *Manager) connectionRefused() { m.opts.ConnectionRefused() }
+
 // Addr returns the bound address of a table port, for tests and logs.
 func (m *Manager) Addr(port uint32) (net.Addr, bool) {
 	m.mu.Lock()
@@ -192,13 +220,7 @@ func (m *Manager) Addr(port uint32) (net.Addr, bool) {
 
 // OpenConnections returns the number of open downstream connections.
 func (m *Manager) OpenConnections() float64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, s := range m.servers {
-		n += int(s.fast.GetOpenConnectionsCount())
-	}
-	return float64(n)
+	return float64(m.open.Load())
 }
 
 // Shutdown stops every server, waiting for requests in flight until ctx ends.

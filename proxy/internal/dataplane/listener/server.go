@@ -2,13 +2,13 @@ package listener
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
-	"sync"
-
-	"github.com/valyala/fasthttp"
+	"net/http"
+	"sync/atomic"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
@@ -19,10 +19,8 @@ type server struct {
 	port     uint32
 	protocol router.Protocol
 	addr     net.Addr
-	fast     *fasthttp.Server
-	h2       *h2Server
-	reaper   *reaper
-	ln       net.Listener
+	http     *http.Server
+	ln       *limitListener
 	served   chan error
 }
 
@@ -32,73 +30,69 @@ func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, err
 	if err != nil {
 		return nil, fmt.Errorf("bind port %d on %s: %w", port, addr, err)
 	}
-	s := &server{port: port, protocol: protocol, addr: ln.Addr(), ln: ln, served: make(chan error, 1)}
-	s.reaper = newReaper(m.opts.ReadTimeout, m.opts.IdleTimeout)
-	ln = trackedListener{Listener: ln, r: s.reaper}
 	l := &forward.Listener{Port: port, Scheme: "http"}
 	if protocol == router.HTTPS {
 		l.Scheme = "https"
 	}
-	s.fast = m.fastServer(l)
-	if protocol == router.HTTPS {
-		s.h2 = newH2Server(m.handler.HTTP(l), ln.Addr(), &m.opts)
-		s.fast.NextProto("h2", s.h2.serve)
-		ln = tls.NewListener(ln, tlsConfig(m.handler, port))
-	}
-	go func() { s.served <- s.fast.Serve(ln) }()
+	s := &server{port: port, protocol: protocol, addr: ln.Addr(), served: make(chan error, 1)}
+	s.ln = &limitListener{Listener: ln, open: &m.open, max: int64(m.opts.MaxConnections), refused: m.connectionRefused}
+	s.http = m.httpServer(l, protocol)
+	go func() {
+		if protocol == router.HTTPS {
+			s.served <- s.http.ServeTLS(s.ln, "", "")
+			return
+		}
+		s.served <- s.http.Serve(s.ln)
+	}()
 	return s, nil
 }
 
-func (m *Manager) fastServer(l *forward.Listener) *fasthttp.Server {
-	h := m.handler
-	return &fasthttp.Server{
-		Handler: func(ctx *fasthttp.RequestCtx) {
-			tc := tracked(ctx.Conn())
-			if tc == nil {
-				h.Serve(ctx, l)
-				return
-			}
-			tc.begin()
-			h.ServeFrom(ctx, l, tc.clientIP)
-			if !ctx.Hijacked() {
-				tc.end() // a tunnel stays in flight: its own ends decide when it closes
-			}
-		},
-		NoDefaultServerHeader: true,
-		NoDefaultContentType:  true,
-		// The read and idle timeouts are the reaper's: fasthttp's would arm timers per request.
-		MaxRequestBodySize: m.opts.MaxRequestBodySize,
-		ReadBufferSize:     m.opts.ReadBufferSize,
-		WriteBufferSize:    m.opts.WriteBufferSize,
-		CloseOnShutdown:    true,
-		TCPKeepalive:       true,
-		Logger:             discard{},
+// httpServer returns the server of one port. HTTP/1.1 and HTTP/2 share the limits: the header
+// size (for HTTP/2 also the advertised header list size), the header-read and idle timeouts;
+// the per-request body and send deadlines are the handler's.
+func (m *Manager) httpServer(l *forward.Listener, protocol router.Protocol) *http.Server {
+	o := &m.opts
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	if protocol == router.HTTPS {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
 	}
+	srv := &http.Server{
+		Handler:           m.handler.HTTP(l),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: o.HeaderReadTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:         o.HTTP2MaxConcurrentStreams,
+			MaxReceiveBufferPerStream:     int(o.HTTP2StreamWindow),
+			MaxReceiveBufferPerConnection: int(o.HTTP2ConnectionWindow),
+			// A connection whose peer takes no bytes for this long is closed.
+			WriteByteTimeout: o.SendTimeout,
+		},
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	if protocol == router.HTTPS {
+		srv.TLSConfig = tlsConfig(m.handler, l.Port)
+	}
+	return srv
 }
 
 // shutdown stops accepting, tells HTTP/2 clients to go away, closes idle keep-alive
-// connections and waits for requests in flight until ctx ends.
+// connections and waits for requests in flight until ctx ends, when it closes the rest.
 func (s *server) shutdown(ctx context.Context) error {
 	var errs []error
-	// fasthttp only closes the listeners its Serve has registered, which a server shut down
-	// right after it started may not have done yet.
-	if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+	if err := s.http.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
+		_ = s.http.Close()
 	}
-	var wg sync.WaitGroup
-	var h2err error
-	if s.h2 != nil {
-		wg.Go(func() { h2err = s.h2.srv.Shutdown(ctx) })
-	}
-	if err := s.fast.ShutdownWithContext(ctx); !errors.Is(err, net.ErrClosed) {
-		errs = append(errs, err)
-	}
-	wg.Wait()
-	s.reaper.close()
-	errs = append(errs, h2err)
 	select {
 	case err := <-s.served:
-		errs = append(errs, err)
+		if !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
 	case <-ctx.Done():
 		errs = append(errs, ctx.Err())
 	}
@@ -108,7 +102,50 @@ func (s *server) shutdown(ctx context.Context) error {
 	return nil
 }
 
-// discard drops fasthttp's own log lines; errors that matter reach metrics and the access log.
-type discard struct{}
+// limitListener bounds the open connections of every port of a manager: a connection
+// accepted beyond the bound is closed at once and counted, so that a flood of connections
+// cannot exhaust the proxy's descriptors or memory and the established ones stay served.
+type limitListener struct {
+	net.Listener
+	open    *atomic.Int64
+	max     int64
+	refused func()
+}
 
-func (discard) Printf(string, ...any) {}
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			_ = c.Close()
+			l.refused()
+			continue
+		}
+		return &countedConn{Conn: c, open: l.open}, nil
+	}
+}
+
+// countedConn gives its place back when closed.
+type countedConn struct {
+	net.Conn
+	open   *atomic.Int64
+	closed atomic.Bool
+}
+
+func (c *countedConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.open.Add(-1)
+	}
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the connection, as a TCP connection can.
+func (c *countedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}

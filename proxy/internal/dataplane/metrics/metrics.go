@@ -16,6 +16,8 @@ type Metrics struct {
 	duration       prometheus.Histogram
 	upstreamErrors *prometheus.CounterVec
 	mirrorsDropped prometheus.Counter
+	refused        *prometheus.CounterVec
+	connsRefused   prometheus.Counter
 	unmatched      *RouteCounters
 }
 
@@ -40,12 +42,20 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 			Name: "coxswain_proxy_mirrors_dropped_total",
 			Help: "Mirrored requests not sent because the mirror concurrency bound was reached.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coxswain_proxy_refused_requests_total",
+			Help: "Requests the proxy answered itself or gave up on, by reason: a refused request, a breached limit, a failed upstream exchange, a client that left.",
+		}, []string{"reason"}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coxswain_proxy_refused_connections_total",
+			Help: "Downstream connections closed on accept because the proxy's connection limit was reached.",
+		}),
 	}
 	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "coxswain_proxy_active_connections",
 		Help: "Open downstream connections.",
 	}, connections)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, active} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, active} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register data plane metrics: %w", err)
 		}
@@ -88,6 +98,20 @@ func (m *Metrics) UpstreamError(cluster, reason string) {
 func (m *Metrics) MirrorDropped() {
 	if m != nil {
 		m.mirrorsDropped.Inc()
+	}
+}
+
+// Refused counts a request the proxy answered itself, or gave up on, for reason.
+func (m *Metrics) Refused(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
+	}
+}
+
+// ConnectionRefused counts a connection closed because the connection limit was reached.
+func (m *Metrics) ConnectionRefused() {
+	if m != nil {
+		m.connsRefused.Inc()
 	}
 }
 

@@ -1,4 +1,6 @@
-// Package upstream keeps the connections to backends: one keep-alive connection pool per
-// endpoint address, bounded in size and idle time and reused across routing tables while the
-// endpoint stays, and per table a Set of clusters that hand out their endpoints round-robin.
+// Package upstream keeps the connections to backends: one keep-alive pool per endpoint address
+// (an HTTP/1.1 transport, and an h2c transport created on first use), bounded in size and idle
+// time and reused across routing tables while the endpoint stays, and per table a Set of
+// clusters that hand out their endpoints round-robin. A pooled HTTP/1.1 connection goes back to
+// its pool only after its response was read to the end; anything else closes it.
 package upstream

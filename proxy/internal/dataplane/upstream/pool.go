@@ -2,41 +2,41 @@ package upstream
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
 // Options bound the upstream connections.
 type Options struct {
-	// MaxConnsPerEndpoint bounds the connections to one endpoint; 1024 when zero.
+	// MaxConnsPerEndpoint bounds the connections to one endpoint, busy or idle; 1024 when zero.
 	MaxConnsPerEndpoint int
+	// MaxIdleConnsPerEndpoint bounds the idle keep-alive connections kept per endpoint; 256
+	// when zero.
+	MaxIdleConnsPerEndpoint int
 	// MaxIdleConnDuration closes a connection idle this long; 60s when zero.
 	MaxIdleConnDuration time.Duration
 	// DialTimeout bounds connecting; 5s when zero.
 	DialTimeout time.Duration
-	// ConnWaitTimeout is how long a request waits for a free connection when all are busy;
-	// 2s when zero.
-	ConnWaitTimeout time.Duration
-	// ReadBufferSize bounds the response header size; 16 KiB when zero.
-	ReadBufferSize int
-	// WriteBufferSize is the request write buffer; 32 KiB when zero.
-	WriteBufferSize int
-	// FirstByteTimeout bounds the wait for the first byte of a response on exchanges without a
-	// deadline of their own, to within an eighth of itself; 60s when zero, negative for none.
+	// FirstByteTimeout bounds the wait for a response's header once the request was written,
+	// on exchanges without a route timeout; 60s when zero, negative for none.
 	FirstByteTimeout time.Duration
+	// MaxResponseHeaderBytes bounds a response's header; 64 KiB when zero.
+	MaxResponseHeaderBytes int64
+	// BufferSize is the read and write buffer of one upstream connection; 32 KiB when zero.
+	BufferSize int
 }
 
 func (o *Options) defaults() {
 	if o.MaxConnsPerEndpoint == 0 {
 		o.MaxConnsPerEndpoint = 1024
+	}
+	if o.MaxIdleConnsPerEndpoint == 0 {
+		o.MaxIdleConnsPerEndpoint = 256
 	}
 	if o.MaxIdleConnDuration == 0 {
 		o.MaxIdleConnDuration = 60 * time.Second
@@ -44,45 +44,42 @@ func (o *Options) defaults() {
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 5 * time.Second
 	}
-	if o.ConnWaitTimeout == 0 {
-		o.ConnWaitTimeout = 2 * time.Second
-	}
-	if o.ReadBufferSize == 0 {
-		o.ReadBufferSize = 16 << 10
-	}
-	if o.WriteBufferSize == 0 {
-		o.WriteBufferSize = 32 << 10
-	}
 	if o.FirstByteTimeout == 0 {
 		o.FirstByteTimeout = 60 * time.Second
 	}
+	if o.FirstByteTimeout < 0 {
+		o.FirstByteTimeout = 0
+	}
+	if o.MaxResponseHeaderBytes == 0 {
+		o.MaxResponseHeaderBytes = 64 << 10
+	}
+	if o.BufferSize == 0 {
+		o.BufferSize = 32 << 10
+	}
 }
 
-// Pool owns the endpoint clients. Build and Retire are called from one goroutine at a time
-// (the data plane's Apply); the clients it hands out are safe for concurrent use.
+// Pool owns the endpoint transports. Build and Retire are called from one goroutine at a time
+// (the data plane's Apply); the transports it hands out are safe for concurrent use.
 type Pool struct {
-	opts     Options
-	watchdog *watchdog
-	mu       sync.Mutex
-	clients  map[string]*Endpoint
+	opts    Options
+	mu      sync.Mutex
+	clients map[string]*Endpoint
 }
 
-// NewPool returns an empty pool. Close stops its watchdog.
+// NewPool returns an empty pool.
 func NewPool(opts Options) *Pool {
 	opts.defaults()
-	p := &Pool{opts: opts, clients: map[string]*Endpoint{}}
-	if opts.FirstByteTimeout > 0 {
-		p.watchdog = newWatchdog(opts.FirstByteTimeout)
-	}
-	return p
+	return &Pool{opts: opts, clients: map[string]*Endpoint{}}
 }
 
 // Endpoint is one backend address with its connection pools.
 type Endpoint struct {
 	Address string
-	HTTP1   *fasthttp.HostClient
-	h2c     atomic.Pointer[http.Transport]
-	opts    *Options
+	// HTTP1 speaks HTTP/1.1 to the endpoint. It frames every request from the request's
+	// fields (method, target, Host, ContentLength, headers it does not own) and never retries.
+	HTTP1 *http.Transport
+	h2c   atomic.Pointer[http.Transport]
+	opts  *Options
 }
 
 // Set is the clusters of one routing table, indexed like Table.Clusters.
@@ -98,7 +95,7 @@ type Cluster struct {
 	next      atomic.Uint32
 }
 
-// Build returns the clusters of table, reusing the pool's client for every endpoint address
+// Build returns the clusters of table, reusing the pool's transports for every endpoint address
 // already known.
 func (p *Pool) Build(table *router.Table) *Set {
 	p.mu.Lock()
@@ -118,45 +115,48 @@ func (p *Pool) endpoint(addr string) *Endpoint {
 	if ep, ok := p.clients[addr]; ok {
 		return ep
 	}
-	o := &p.opts
-	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
-	ep := &Endpoint{Address: addr, opts: o, HTTP1: &fasthttp.HostClient{
-		Addr:                     addr,
-		NoDefaultUserAgentHeader: true,
-		MaxConns:                 o.MaxConnsPerEndpoint,
-		MaxIdleConnDuration:      o.MaxIdleConnDuration,
-		MaxConnWaitTimeout:       o.ConnWaitTimeout,
-		ReadBufferSize:           o.ReadBufferSize,
-		WriteBufferSize:          o.WriteBufferSize,
-		// Endpoints are addresses, so the dialer needs no DNS cache.
-		Dial:                      p.dial(dialer),
-		MaxIdemponentCallAttempts: 2,
-		RetryIfErr:                retryIfErr,
-	}}
+	ep := &Endpoint{Address: addr, opts: &p.opts}
+	ep.HTTP1 = ep.transport(nil)
 	p.clients[addr] = ep
 	return ep
 }
 
-func (p *Pool) dial(dialer *net.Dialer) fasthttp.DialFunc {
-	w := p.watchdog
-	return func(addr string) (net.Conn, error) {
-		c, err := dialer.DialContext(context.Background(), "tcp", addr)
-		if err != nil || w == nil {
-			return c, err
-		}
-		return w.watch(c), nil
+// transport returns a transport whose every connection goes to the endpoint's address,
+// whatever the request URL says. Endpoints are addresses, so there is no DNS and no proxy
+// from the environment; compression is the client's and the backend's business.
+func (ep *Endpoint) transport(protocols *http.Protocols) *http.Transport {
+	o := ep.opts
+	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Protocols: protocols,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, ep.Address)
+		},
+		MaxConnsPerHost:        o.MaxConnsPerEndpoint,
+		MaxIdleConns:           o.MaxIdleConnsPerEndpoint,
+		MaxIdleConnsPerHost:    o.MaxIdleConnsPerEndpoint,
+		IdleConnTimeout:        o.MaxIdleConnDuration,
+		ResponseHeaderTimeout:  o.FirstByteTimeout,
+		MaxResponseHeaderBytes: o.MaxResponseHeaderBytes,
+		ReadBufferSize:         o.BufferSize,
+		WriteBufferSize:        o.BufferSize,
+		DisableCompression:     true,
 	}
 }
 
-// retryIfErr retries an idempotent request once on a fresh connection when a kept-alive one
-// failed, but never after a timeout: the backend had its chance.
-func retryIfErr(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
-	var t interface{ Timeout() bool }
-	if errors.Is(err, fasthttp.ErrTimeout) || errors.As(err, &t) && t.Timeout() {
-		return false, false
+// H2C returns the endpoint's HTTP/2 cleartext transport, created on first use: one
+// multiplexed connection carries every request to the endpoint.
+func (ep *Endpoint) H2C() *http.Transport {
+	if t := ep.h2c.Load(); t != nil {
+		return t
 	}
-	return false, req.Header.IsGet() || req.Header.IsHead() || req.Header.IsPut() || req.Header.IsDelete() ||
-		req.Header.IsOptions() || req.Header.IsTrace()
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	t := ep.transport(&protocols)
+	if !ep.h2c.CompareAndSwap(nil, t) {
+		return ep.h2c.Load()
+	}
+	return t
 }
 
 // Retire closes the idle connections of every endpoint that current no longer uses and forgets
@@ -178,17 +178,13 @@ func (p *Pool) Retire(current *Set) {
 	}
 }
 
-// Close closes the idle connections of every endpoint and stops the watchdog.
+// Close closes the idle connections of every endpoint.
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for addr, ep := range p.clients {
 		ep.close()
 		delete(p.clients, addr)
-	}
-	if p.watchdog != nil {
-		p.watchdog.close()
-		p.watchdog = nil
 	}
 }
 

@@ -1,0 +1,174 @@
+package forward
+
+import (
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
+)
+
+// Header names the forwarder sets, strips or checks.
+const (
+	headerXForwardedFor   = "X-Forwarded-For"
+	headerXForwardedProto = "X-Forwarded-Proto"
+	headerConnection      = "Connection"
+	headerUpgrade         = "Upgrade"
+	headerTE              = "Te"
+	headerTrailer         = "Trailer"
+)
+
+// hopByHop are the fields that describe one connection, never the message (RFC 9110 7.6.1),
+// and the framing fields the forwarder sets itself from the body it sends.
+var hopByHop = map[string]bool{
+	"Connection":          true,
+	"Proxy-Connection":    true,
+	"Keep-Alive":          true,
+	"Te":                  true,
+	"Trailer":             true,
+	"Transfer-Encoding":   true,
+	"Upgrade":             true,
+	"Proxy-Authorization": true,
+	"Proxy-Authenticate":  true,
+	"Content-Length":      true,
+	"Host":                true,
+	"Expect":              true,
+	"Http2-Settings":      true,
+}
+
+// connectionTokens returns the canonical names a Connection header lists, nil for none.
+func connectionTokens(h http.Header) map[string]bool {
+	vs := h[headerConnection]
+	if len(vs) == 0 {
+		return nil
+	}
+	var out map[string]bool
+	for _, v := range vs {
+		for tok := range strings.SplitSeq(v, ",") {
+			if tok = textproto.TrimString(tok); tok != "" {
+				if out == nil {
+					out = map[string]bool{}
+				}
+				out[textproto.CanonicalMIMEHeaderKey(tok)] = true
+			}
+		}
+	}
+	return out
+}
+
+// copyEndToEnd copies the end-to-end fields of src into dst: not the hop-by-hop and framing
+// fields, nor the fields the Connection header names.
+func copyEndToEnd(dst, src http.Header) {
+	tokens := connectionTokens(src)
+	for k, vs := range src {
+		if hopByHop[k] || tokens[k] {
+			continue
+		}
+		dst[k] = vs
+	}
+}
+
+// modifyHeaders applies a header modifier: remove, then set (which replaces every copy of the
+// field), then add.
+func modifyHeaders(h http.Header, m *router.HeaderModifier) {
+	for _, name := range m.Remove {
+		h.Del(name)
+	}
+	for _, hd := range m.Set {
+		h.Set(hd.Name, hd.Value)
+	}
+	for _, hd := range m.Add {
+		h.Add(hd.Name, hd.Value)
+	}
+}
+
+// managed says whether the proxy sets or strips the field on this route, so that a client may
+// not announce it as a trailer, where it would escape the proxy's handling.
+func managed(r *router.Route, name string) bool {
+	name = textproto.CanonicalMIMEHeaderKey(name)
+	if hopByHop[name] || name == headerXForwardedFor || name == headerXForwardedProto || !httpguts.ValidTrailerHeader(name) {
+		return true
+	}
+	for _, m := range r.RequestHeaders {
+		for _, hd := range m.Set {
+			if strings.EqualFold(hd.Name, name) {
+				return true
+			}
+		}
+		for _, hd := range m.Add {
+			if strings.EqualFold(hd.Name, name) {
+				return true
+			}
+		}
+		for _, rm := range m.Remove {
+			if strings.EqualFold(rm, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// announcedTrailers checks the client's Trailer announcements; false when one names a field
+// the proxy manages.
+func announcedTrailers(req *http.Request, r *router.Route) bool {
+	for _, v := range req.Header.Values(headerTrailer) {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = textproto.TrimString(name); name != "" && managed(r, name) {
+				return false
+			}
+		}
+	}
+	for name := range req.Trailer {
+		if managed(r, name) {
+			return false
+		}
+	}
+	return true
+}
+
+// dropManagedTrailers removes from trailers, as they arrived, every field the route manages:
+// HTTP/2 clients may send trailers they did not announce.
+func dropManagedTrailers(t http.Header, r *router.Route) {
+	for name := range t {
+		if managed(r, name) {
+			delete(t, name)
+		}
+	}
+}
+
+// isWebSocket says whether the request asks to upgrade to WebSocket (HTTP/1.1 only: HTTP/2
+// has no Upgrade).
+func isWebSocket(r *http.Request) bool {
+	if r.ProtoMajor != 1 || r.ProtoMinor != 1 {
+		return false
+	}
+	return httpguts.HeaderValuesContainsToken(r.Header[headerConnection], "upgrade") &&
+		httpguts.HeaderValuesContainsToken(r.Header[headerUpgrade], "websocket")
+}
+
+// forwardedFor returns the X-Forwarded-For value to send: every value the request brought,
+// as one list, then the client's address.
+func forwardedFor(prior []string, remoteAddr string) string {
+	client := remoteAddr
+	if host, _, err := splitHostPort(remoteAddr); err == nil {
+		client = host
+	}
+	if len(prior) == 0 {
+		return client
+	}
+	n := len(client)
+	for _, p := range prior {
+		n += len(p) + 2
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, p := range prior {
+		b.WriteString(p)
+		b.WriteString(", ")
+	}
+	b.WriteString(client)
+	return b.String()
+}

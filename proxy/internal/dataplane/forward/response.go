@@ -1,0 +1,108 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"time"
+)
+
+// errBackendIdle ends an exchange whose backend sent nothing for BackendIdleTimeout.
+var errBackendIdle = errors.New("backend sent nothing within the idle timeout")
+
+// informational relays a 103 Early Hints to the client as it arrives; other 1xx stay between
+// the proxy and the backend (the proxy answers Expect itself).
+func (x *exchange) informational(code int, header textproto.MIMEHeader) error {
+	if code != http.StatusEarlyHints || x.wrote {
+		return nil
+	}
+	hdr := x.w.Header()
+	copyEndToEnd(hdr, http.Header(header))
+	x.w.WriteHeader(code)
+	for k := range header {
+		delete(hdr, k) // hints are not part of the final response
+	}
+	return nil
+}
+
+// relay answers with the backend's response: its end-to-end headers after the route's
+// filters, its status, its body streamed in bounded chunks, and its trailers.
+func (x *exchange) relay(resp *http.Response, cancel context.CancelCauseFunc) int {
+	hdr := x.w.Header()
+	copyEndToEnd(hdr, resp.Header)
+	if cl, ok := resp.Header["Content-Length"]; ok && len(resp.Trailer) == 0 {
+		hdr["Content-Length"] = cl
+	}
+	if _, ok := resp.Header["Content-Type"]; !ok {
+		hdr["Content-Type"] = nil // no guessing: the backend sent none
+	}
+	for _, m := range x.route.ResponseHeaders {
+		modifyHeaders(hdr, m)
+	}
+	if len(resp.Trailer) > 0 {
+		names := make([]string, 0, len(resp.Trailer))
+		for k := range resp.Trailer {
+			names = append(names, k)
+		}
+		hdr[headerTrailer] = []string{strings.Join(names, ", ")}
+	}
+	x.w.WriteHeader(resp.StatusCode)
+	x.wrote = true
+	if resp.Body == http.NoBody {
+		return resp.StatusCode
+	}
+	if err := x.copyResponse(resp, cancel); err != nil {
+		return resp.StatusCode
+	}
+	for k, vs := range resp.Trailer {
+		hdr[k] = vs
+	}
+	return resp.StatusCode
+}
+
+// copyResponse streams the response body to the client. Every read from the backend gets
+// BackendIdleTimeout and every write to the client SendTimeout. A body whose size is known
+// and fits one buffer leaves with the end of the response; any other is flushed chunk by
+// chunk, as it arrives. A backend failure mid-body aborts the client's response, so that it
+// is never taken for a complete one.
+func (x *exchange) copyResponse(resp *http.Response, cancel context.CancelCauseFunc) error {
+	bp := x.h.buffer()
+	defer x.h.release(bp)
+	buf := *bp
+	flush := resp.ContentLength < 0 || resp.ContentLength > int64(len(buf))
+	timeout := x.h.opts.BackendIdleTimeout
+	idle := time.AfterFunc(timeout, func() { cancel(errBackendIdle) })
+	defer idle.Stop()
+	for {
+		n, rerr := resp.Body.Read(buf)
+		idle.Reset(timeout)
+		if n > 0 {
+			x.extendSend()
+			if _, err := x.w.Write(buf[:n]); err != nil {
+				x.reason = reasonSendTimeout
+				return err
+			}
+			x.bytes += int64(n)
+			if flush {
+				if err := x.rc.Flush(); err != nil {
+					x.reason = reasonSendTimeout
+					return err
+				}
+			}
+		}
+		switch {
+		case errors.Is(rerr, io.EOF):
+			return nil
+		case rerr != nil && x.r.Context().Err() != nil:
+			x.reason = reasonClientClosed
+			return rerr
+		case rerr != nil:
+			x.reason = reasonUpstreamBody
+			x.abort = true
+			return rerr
+		}
+	}
+}
