@@ -105,7 +105,10 @@ func (x *exchange) refuse(status int, reason string) int {
 	x.reason = reason
 	switch status {
 	case http.StatusBadRequest, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge:
-		x.w.Header().Set("Connection", "close")
+		if x.r.ProtoMajor == 1 {
+			// On HTTP/2 the stream ends alone; Connection: close would end the connection.
+			x.w.Header().Set("Connection", "close")
+		}
 	}
 	return x.failKeep(status)
 }
