@@ -107,11 +107,16 @@ func (d *DataPlane) logApplied(version string, table *router.Table, took time.Du
 
 // Shutdown drains the data plane: listeners stop accepting, keep-alive connections close
 // after their current request, HTTP/2 clients are told to go away, and requests in flight get
-// until ctx ends; WebSocket tunnels still open then are closed. Apply fails afterwards.
+// until ctx ends; WebSocket tunnels still open then are closed. Apply fails afterwards, and
+// a second Shutdown does nothing.
 func (d *DataPlane) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
+	already := d.shutdown
 	d.shutdown = true
 	d.mu.Unlock()
+	if already {
+		return nil
+	}
 	err := d.listeners.Shutdown(ctx)
 	d.handler.Wait(ctx.Done())
 	d.pool.Close()

@@ -93,8 +93,7 @@ func (x *exchange) fail(status int) int {
 	hdr := x.w.Header()
 	clear(hdr)
 	hdr["Content-Length"] = []string{"0"}
-	x.w.WriteHeader(status)
-	x.wrote = true
+	x.writeHeader(status)
 	return status
 }
 
@@ -119,9 +118,15 @@ func (x *exchange) failKeep(status int) int {
 		return status
 	}
 	x.w.Header()["Content-Length"] = []string{"0"}
+	x.writeHeader(status)
+	return status
+}
+
+// writeHeader sends the response header, with SendTimeout for the client to take it.
+func (x *exchange) writeHeader(status int) {
+	x.extendSend()
 	x.w.WriteHeader(status)
 	x.wrote = true
-	return status
 }
 
 // redirect answers with a Location built from the request and the filter.

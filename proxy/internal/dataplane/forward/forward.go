@@ -184,11 +184,12 @@ func (x *exchange) bodyFailed(body *requestBody, err error) int {
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		return x.refuse(http.StatusRequestEntityTooLarge, reasonBodyTooLarge)
+	case isTimeout(err):
+		// Checked before the client's context, which the engine cancels on any read error.
+		return x.refuse(http.StatusRequestTimeout, reasonBodyTimeout)
 	case x.r.Context().Err() != nil:
 		x.reason = reasonClientClosed
 		return statusClientClosed
-	case isTimeout(err):
-		return x.refuse(http.StatusRequestTimeout, reasonBodyTimeout)
 	}
 	_ = body
 	return x.refuse(http.StatusBadRequest, reasonClientBody)

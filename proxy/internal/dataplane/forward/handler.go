@@ -135,7 +135,6 @@ func (h *Handler) HTTP(l *Listener) http.Handler {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
 	x := exchange{h: h, w: w, r: r, listener: l, state: h.state.Load(), start: time.Now()}
 	x.rc = http.NewResponseController(w)
-	x.extendSend()
 	status := h.answer(&x)
 	h.record(&x, status)
 	if x.abort {

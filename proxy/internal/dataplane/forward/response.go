@@ -21,6 +21,7 @@ func (x *exchange) informational(code int, header textproto.MIMEHeader) error {
 	}
 	hdr := x.w.Header()
 	copyEndToEnd(hdr, http.Header(header))
+	x.extendSend()
 	x.w.WriteHeader(code)
 	for k := range header {
 		delete(hdr, k) // hints are not part of the final response
@@ -49,8 +50,7 @@ func (x *exchange) relay(resp *http.Response, cancel context.CancelCauseFunc) in
 		}
 		hdr[headerTrailer] = []string{strings.Join(names, ", ")}
 	}
-	x.w.WriteHeader(resp.StatusCode)
-	x.wrote = true
+	x.writeHeader(resp.StatusCode)
 	if resp.Body == http.NoBody {
 		return resp.StatusCode
 	}
@@ -64,15 +64,15 @@ func (x *exchange) relay(resp *http.Response, cancel context.CancelCauseFunc) in
 }
 
 // copyResponse streams the response body to the client. Every read from the backend gets
-// BackendIdleTimeout and every write to the client SendTimeout. A body whose size is known
-// and fits one buffer leaves with the end of the response; any other is flushed chunk by
-// chunk, as it arrives. A backend failure mid-body aborts the client's response, so that it
+// BackendIdleTimeout and every write to the client SendTimeout. A body whose size is known,
+// fits one buffer and arrives in one read leaves with the end of the response; any other is
+// flushed chunk by chunk, as it arrives. A backend failure mid-body aborts the client's response, so that it
 // is never taken for a complete one.
 func (x *exchange) copyResponse(resp *http.Response, cancel context.CancelCauseFunc) error {
 	bp := x.h.buffer()
 	defer x.h.release(bp)
 	buf := *bp
-	flush := resp.ContentLength < 0 || resp.ContentLength > int64(len(buf))
+	streaming := resp.ContentLength < 0 || resp.ContentLength > int64(len(buf))
 	timeout := x.h.opts.BackendIdleTimeout
 	idle := time.AfterFunc(timeout, func() { cancel(errBackendIdle) })
 	defer idle.Stop()
@@ -86,7 +86,7 @@ func (x *exchange) copyResponse(resp *http.Response, cancel context.CancelCauseF
 				return err
 			}
 			x.bytes += int64(n)
-			if flush {
+			if streaming || x.bytes < resp.ContentLength {
 				if err := x.rc.Flush(); err != nil {
 					x.reason = reasonSendTimeout
 					return err
