@@ -26,8 +26,8 @@ import (
 )
 
 type flags struct {
-	httpAddr, httpsAddr, backend, certFile, keyFile, accessLog, cpuProfile string
-	routes                                                                 int
+	httpAddr, httpsAddr, backend, certFile, keyFile, accessLog, cpuProfile, pprofAddr string
+	routes                                                                            int
 }
 
 func main() {
@@ -40,6 +40,7 @@ func main() {
 	flag.StringVar(&f.accessLog, "access-log", "", "access log file (none when empty)")
 	flag.IntVar(&f.routes, "routes", 1, "number of routes")
 	flag.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile from the first request to shutdown to this file")
+	flag.StringVar(&f.pprofAddr, "pprof", "", "serve /debug/pprof/ on this loopback address, to profile a chosen window (none when empty)")
 	flag.Parse()
 	if err := run(f); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -88,6 +89,13 @@ func run(f flags) error {
 			return err
 		}
 		defer stopProfile()
+	}
+	if f.pprofAddr != "" {
+		stopPprof, err := servePprof(f.pprofAddr)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

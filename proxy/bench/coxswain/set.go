@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"net"
+	"net/http"
 	"os"
 	"runtime/pprof"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 	"coxswain.dev/coxswain/proxy/internal/resource"
 )
@@ -45,4 +50,18 @@ func profile(path string) (func(), error) {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}, nil
+}
+
+// servePprof serves the data plane's profiling endpoints on addr; the returned function stops
+// the server.
+func servePprof(addr string) (func(), error) {
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	dataplane.RegisterPprof(mux)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
 }

@@ -11,8 +11,16 @@ import (
 )
 
 // startProxy starts one proxy for scenario s, pinned to the proxy CPU with one worker, and
-// waits until it listens.
-func startProxy(o *options, s scenario, name string) (*proc, error) {
+// waits until it listens. With profiling, coxswain also serves its pprof endpoints on
+// pprofAddr.
+func startProxy(o *options, s scenario, name string, profiling bool) (*proc, error) {
+	addr := httpAddr
+	if s.tls {
+		addr = httpsAddr
+	}
+	if err := checkPortsFree(httpAddr, httpsAddr, pprofAddr); err != nil {
+		return nil, err
+	}
 	var p *proc
 	var err error
 	switch name {
@@ -21,8 +29,11 @@ func startProxy(o *options, s scenario, name string) (*proc, error) {
 	case "haproxy":
 		p, err = startHaproxy(o)
 	case "coxswain", "coxswain+accesslog":
-		p, err = startCoxswain(o, s, name == "coxswain+accesslog")
-	case "fasthttp-minimal":
+		p, err = startCoxswain(o, s, name == "coxswain+accesslog", profiling)
+	case "nethttp-minimal":
+		if s.tls {
+			return nil, fmt.Errorf("%s serves plain HTTP only", name)
+		}
 		p, err = start(o, "minimal", o.proxyCPU, []string{"GOMAXPROCS=1"}, filepath.Join(o.bin, "bench-minimal"),
 			"-http", httpAddr, "-backend", backendAddr)
 	default:
@@ -31,10 +42,6 @@ func startProxy(o *options, s scenario, name string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr := httpAddr
-	if s.tls {
-		addr = httpsAddr
-	}
 	if err := waitPort(p, addr); err != nil {
 		p.stop()
 		return nil, err
@@ -42,7 +49,7 @@ func startProxy(o *options, s scenario, name string) (*proc, error) {
 	return p, nil
 }
 
-func startCoxswain(o *options, s scenario, accessLog bool) (*proc, error) {
+func startCoxswain(o *options, s scenario, accessLog, profiling bool) (*proc, error) {
 	args := []string{"-http", httpAddr, "-https", httpsAddr, "-backend", backendAddr, "-routes", strconv.Itoa(s.routes)}
 	if s.tls {
 		args = append(args, "-cert", filepath.Join(o.work, "cert.pem"), "-key", filepath.Join(o.work, "key.pem"))
@@ -50,13 +57,18 @@ func startCoxswain(o *options, s scenario, accessLog bool) (*proc, error) {
 	if accessLog {
 		args = append(args, "-access-log", filepath.Join(o.work, "access.log"))
 	}
+	if profiling {
+		args = append(args, "-pprof", pprofAddr)
+	}
 	return start(o, "coxswain", o.proxyCPU, []string{"GOMAXPROCS=1"}, filepath.Join(o.bin, "bench-coxswain"), args...)
 }
 
 // startNginx configures nginx as a careful operator would: one worker, upstream keep-alive
 // with HTTP/1.1 and an empty Connection header, no access log, client keep-alive requests
 // raised so connections are not recycled every 1,000 requests, and one server block per
-// hostname with one location per route, the same table the data plane gets.
+// hostname with one location per route, the same table the data plane gets. Bodies stream as
+// the data plane streams them: request bodies unbuffered and unlimited, responses through
+// 32 KiB memory buffers and never spilled to temporary files.
 func startNginx(o *options, s scenario) (*proc, error) {
 	path := filepath.Join(o.work, "nginx.conf")
 	if err := os.WriteFile(path, []byte(nginxConfig(o, s)), 0o600); err != nil {
@@ -68,6 +80,7 @@ func startNginx(o *options, s scenario) (*proc, error) {
 func nginxConfig(o *options, s scenario) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `worker_processes 1;
+worker_rlimit_nofile 32768;
 master_process off;
 daemon off;
 pid %[1]s/nginx.pid;
@@ -83,6 +96,12 @@ http {
   server_names_hash_bucket_size 128;
   ssl_protocols TLSv1.2 TLSv1.3;
   ssl_session_cache shared:SSL:10m;
+  client_max_body_size 0;
+  client_body_buffer_size 32k;
+  proxy_request_buffering off;
+  proxy_buffer_size 32k;
+  proxy_buffers 8 32k;
+  proxy_max_temp_file_size 0;
   proxy_http_version 1.1;
   proxy_set_header Connection "";
   proxy_set_header Host $host;
@@ -97,7 +116,11 @@ http {
 `, o.work, backendAddr)
 	listen := "listen " + httpAddr + ";"
 	if s.tls {
-		listen = fmt.Sprintf("listen %s ssl; ssl_certificate %s/cert.pem; ssl_certificate_key %s/key.pem;", httpsAddr, o.work, o.work)
+		h2 := ""
+		if s.h2 {
+			h2 = " http2"
+		}
+		listen = fmt.Sprintf("listen %s ssl%s; ssl_certificate %s/cert.pem; ssl_certificate_key %s/key.pem;", httpsAddr, h2, o.work, o.work)
 	}
 	byHost := map[string][]string{}
 	var hosts []string

@@ -1,8 +1,14 @@
-// Command runner measures the data plane against nginx and haproxy on loopback: for each
-// scenario it starts one backend, then each proxy pinned alone to one core with one worker,
-// drives it from the other core with wrk (closed loop, for CPU time per request) and vegeta
-// (fixed rate, for latency), reads the proxy's CPU time from /proc/<pid>/stat, and prints a
-// Markdown table whose headline is the proxy's CPU time per request as a ratio to nginx's.
+// Command runner measures the data plane against nginx (and, in the first scenario, haproxy
+// and a minimal net/http proxy) on loopback: for each scenario it starts one backend, then
+// each proxy pinned alone to one core with one worker, drives it from the other core with wrk
+// or h2load (closed loop, for CPU time per request) and vegeta or h2load (fixed rate, for
+// latency), reads the proxy's CPU time and memory from /proc/<pid>, and prints a Markdown
+// table whose headline is the proxy's CPU time per request as a ratio to nginx's, followed by
+// the data plane's standing against its targets.
+//
+// It fails instead of printing a figure when a measurement is missing (a proxy that exited,
+// no completed request, no CPU time, no memory figure), when errors exceed -max-errors of the
+// requests, or when a benchmark port is held by another process.
 package main
 
 import (
@@ -16,61 +22,94 @@ import (
 )
 
 type options struct {
-	bin      string
-	vegeta   string
-	work     string
-	out      string
-	duration time.Duration
-	warmup   time.Duration
-	rate     int
-	rounds   int
-	proxyCPU string
-	loadCPU  string
-	quick    bool
-	only     string
+	bin       string
+	vegeta    string
+	work      string
+	out       string
+	profiles  string
+	duration  time.Duration
+	warmup    time.Duration
+	rounds    int
+	maxErrors float64
+	proxyCPU  string
+	loadCPU   string
+	quick     bool
+	only      string
+	scenarios string
 }
 
-// scenario is one routing table and body size, measured for each of its proxies.
+// scenario is one routing table, request shape and body size, measured for each of its
+// proxies.
 type scenario struct {
-	name    string
-	routes  int
-	body    int
-	tls     bool
+	name   string
+	routes int
+	// body is the size of the backend's response body; upload, when set, the size of the
+	// request body each request POSTs.
+	body, upload int
+	// tls serves HTTPS; h2 makes it HTTP/2 over TLS (h2load); handshake sends Connection:
+	// close so every request pays a TLS handshake.
+	tls, h2, handshake bool
+	// idle is the number of idle keep-alive connections held open across the measurement.
+	idle int
+	// rate is the fixed rate of the latency run, requests per second.
+	rate int
+	// flat marks the download scenarios whose peak RSS must stay within 10% of each other.
+	flat    bool
 	proxies []string
 }
 
-func scenarios(quick bool) []scenario {
-	all := []scenario{
-		{name: "1 route, 100 B", routes: 1, body: 100, proxies: []string{"nginx", "haproxy", "fasthttp-minimal", "coxswain", "coxswain+accesslog"}},
-		{name: "1,000 routes, 100 B", routes: 1000, body: 100, proxies: []string{"nginx", "coxswain"}},
-		{name: "10,000 routes, 100 B", routes: 10000, body: 100, proxies: []string{"nginx", "coxswain"}},
-		{name: "1 route, 16 KiB", routes: 1, body: 16 << 10, proxies: []string{"nginx", "coxswain"}},
-		{name: "1 route, 100 B, TLS", routes: 1, body: 100, tls: true, proxies: []string{"nginx", "coxswain"}},
+const (
+	kib = 1 << 10
+	mib = 1 << 20
+)
+
+// cpuTarget is the data plane's CPU time per request as a multiple of nginx's: 1.10 in
+// every scenario, 1.00 with bodies of 16 KiB and larger.
+func (s scenario) cpuTarget() float64 {
+	if s.body >= 16*kib || s.upload >= 16*kib {
+		return 1.00
 	}
-	if quick {
-		return all[:1]
+	return 1.10
+}
+
+func scenarios() []scenario {
+	both := []string{"nginx", "coxswain"}
+	return []scenario{
+		{name: "1 route, 100 B", routes: 1, body: 100, rate: 4000,
+			proxies: []string{"nginx", "haproxy", "nethttp-minimal", "coxswain", "coxswain+accesslog"}},
+		{name: "1,000 routes, 100 B", routes: 1000, body: 100, rate: 4000, proxies: both},
+		{name: "10,000 routes, 100 B", routes: 10000, body: 100, rate: 4000, proxies: both},
+		{name: "1 route, 16 KiB", routes: 1, body: 16 * kib, rate: 4000, flat: true, proxies: both},
+		{name: "1 route, 1 MiB download", routes: 1, body: mib, rate: 100, flat: true,
+			proxies: []string{"nginx", "nethttp-minimal", "coxswain"}},
+		{name: "1 route, 100 MiB download", routes: 1, body: 100 * mib, rate: 2, flat: true, proxies: both},
+		{name: "1 route, 1 MiB upload", routes: 1, body: 100, upload: mib, rate: 100, proxies: both},
+		{name: "1 route, 100 B, TLS", routes: 1, body: 100, tls: true, rate: 4000, proxies: both},
+		{name: "1 route, 100 B, HTTP/2 over TLS", routes: 1, body: 100, tls: true, h2: true, rate: 4000, proxies: both},
+		{name: "1 route, 100 B, TLS handshake per request", routes: 1, body: 100, tls: true, handshake: true, rate: 300, proxies: both},
+		{name: "1 route, 100 B, 10,000 idle connections", routes: 1, body: 100, idle: 10000, rate: 4000, proxies: both},
 	}
-	return all
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.bin, "bin", "bin", "directory holding bench-backend and bench-coxswain")
+	flag.StringVar(&o.bin, "bin", "bin", "directory holding bench-backend, bench-coxswain and bench-minimal")
 	flag.StringVar(&o.vegeta, "vegeta", "bin/vegeta", "vegeta binary")
 	flag.StringVar(&o.work, "work", "", "scratch directory for configs and logs (a new temporary one when empty)")
 	flag.StringVar(&o.out, "out", "", "also write the Markdown report to this file")
+	flag.StringVar(&o.profiles, "profiles", "", "directory for CPU profiles of coxswain in every scenario above target (none when empty)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured run")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "length of the warm-up before each measured run")
-	flag.IntVar(&o.rate, "rate", 4000, "fixed vegeta rate, requests per second: far below what nginx sustains, and what vegeta "+
-		"itself sustains on the core it shares with the backend")
 	flag.StringVar(&o.proxyCPU, "proxy-cpu", "0", "CPU the proxy is pinned to")
 	flag.StringVar(&o.loadCPU, "load-cpu", "1", "CPU the load generator and backend are pinned to")
 	flag.IntVar(&o.rounds, "rounds", 2, "closed-loop runs per proxy, interleaved across the scenario's proxies; the median CPU time per request is reported")
+	flag.Float64Var(&o.maxErrors, "max-errors", 0.0001, "fraction of requests that may fail (non-2xx, socket errors, timeouts) before a scenario fails")
 	flag.BoolVar(&o.quick, "quick", false, "run the first scenario only")
 	flag.StringVar(&o.only, "only", "", "comma-separated proxies to run (nginx always runs: it is the baseline); all when empty")
+	flag.StringVar(&o.scenarios, "scenarios", "", "comma-separated substrings; run only the scenarios whose name holds one (all when empty)")
 	flag.Parse()
 	if err := run(&o); err != nil {
-		fmt.Fprintln(os.Stderr, "runner:", err)
+		fmt.Fprintln(os.Stderr, "runner: FAILED:", err)
 		os.Exit(1)
 	}
 }
@@ -91,22 +130,42 @@ func run(o *options) error {
 	if o.vegeta, err = filepath.Abs(o.vegeta); err != nil {
 		return err
 	}
+	if err := checkPortsFree(benchAddrs...); err != nil {
+		return err
+	}
 	if err := writeCertificate(o.work); err != nil {
 		return err
 	}
+	loadBefore, err := loadAverage()
+	if err != nil {
+		return err
+	}
+	started := time.Now()
 	var results []result
-	for _, s := range scenarios(o.quick) {
+	var ran []scenario
+	for _, s := range o.selected() {
 		s.proxies = o.filter(s.proxies)
 		rs, err := runScenario(o, s)
 		if err != nil {
-			return fmt.Errorf("scenario %s: %w", s.name, err)
+			return fmt.Errorf("scenario %q: %w", s.name, err)
 		}
 		results = append(results, rs...)
+		ran = append(ran, s)
 	}
-	report := markdown(o, results)
-	fmt.Print(report)
+	loadAfter, err := loadAverage()
+	if err != nil {
+		return err
+	}
+	rep := report{o: o, started: started, loadBefore: loadBefore, loadAfter: loadAfter, scenarios: ran, results: results}
+	if o.profiles != "" {
+		if err := profileMisses(o, &rep); err != nil {
+			return err
+		}
+	}
+	text := rep.markdown()
+	fmt.Print(text)
 	if o.out != "" {
-		return os.WriteFile(o.out, []byte(report), 0o600)
+		return os.WriteFile(o.out, []byte(text), 0o600)
 	}
 	return nil
 }
@@ -130,6 +189,27 @@ func runScenario(o *options, s scenario) ([]result, error) {
 		}
 	}
 	return out, nil
+}
+
+// selected returns the scenarios to run: the first with -quick, those -scenarios names, or all.
+func (o *options) selected() []scenario {
+	all := scenarios()
+	if o.quick {
+		return all[:1]
+	}
+	if o.scenarios == "" {
+		return all
+	}
+	var keep []scenario
+	for _, s := range all {
+		for _, want := range strings.Split(o.scenarios, ",") {
+			if want != "" && strings.Contains(s.name, want) {
+				keep = append(keep, s)
+				break
+			}
+		}
+	}
+	return keep
 }
 
 // filter keeps nginx and the proxies -only names.
