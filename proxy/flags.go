@@ -13,6 +13,8 @@ import (
 
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/proxy/internal/agent"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
 )
 
 // defaultDiscoveryHost is the in-cluster name of the controller's discovery Service.
@@ -37,6 +39,65 @@ type options struct {
 	pprof            bool
 	verbosity        int
 	shutdownTimeout  time.Duration
+	limits           limits
+}
+
+// limits are the data plane's protections against careless and hostile clients and backends.
+type limits struct {
+	maxConnections      int
+	maxHeaderBytes      int
+	maxHeaderCount      int
+	maxRequestBodyBytes int64
+	headerReadTimeout   time.Duration
+	bodyReadTimeout     time.Duration
+	sendTimeout         time.Duration
+	idleTimeout         time.Duration
+	backendIdleTimeout  time.Duration
+	tunnelIdleTimeout   time.Duration
+	http2MaxStreams     int
+}
+
+// register adds the limit flags to fs, with the data plane's defaults.
+func (l *limits) register(fs *flag.FlagSet) {
+	fs.IntVar(&l.maxConnections, "max-connections", listener.DefaultMaxConnections,
+		"Open client connections, all listeners together; more are closed on accept.")
+	fs.IntVar(&l.maxHeaderBytes, "max-header-bytes", forward.DefaultMaxHeaderBytes,
+		"Size of a request's header fields (also the HTTP/2 header list size); 431 beyond it.")
+	fs.IntVar(&l.maxHeaderCount, "max-header-count", forward.DefaultMaxHeaderCount, "Header fields of a request; 431 beyond it.")
+	fs.Int64Var(&l.maxRequestBodyBytes, "max-request-body-bytes", 0,
+		"Size of a request body; 413 beyond it. 0 is no limit: bodies stream and cost no memory.")
+	fs.DurationVar(&l.headerReadTimeout, "header-read-timeout", listener.DefaultHeaderReadTimeout,
+		"Time for a client to send a request's header, and a TLS handshake.")
+	fs.DurationVar(&l.bodyReadTimeout, "body-read-timeout", forward.DefaultBodyReadTimeout,
+		"Time a client may send nothing of a request body it is sending; 408 when no response started.")
+	fs.DurationVar(&l.sendTimeout, "send-timeout", forward.DefaultSendTimeout,
+		"Time a client may take nothing of a response it is receiving; then its stream or connection is reset.")
+	fs.DurationVar(&l.idleTimeout, "idle-timeout", listener.DefaultIdleTimeout, "Time a keep-alive client connection may stay idle.")
+	fs.DurationVar(&l.backendIdleTimeout, "backend-idle-timeout", forward.DefaultBackendIdleTimeout,
+		"Time a backend may send nothing of a response body it is sending; then the response is aborted.")
+	fs.DurationVar(&l.tunnelIdleTimeout, "tunnel-idle-timeout", forward.DefaultTunnelIdleTimeout,
+		"Time a WebSocket tunnel may carry nothing either way before it is closed.")
+	fs.IntVar(&l.http2MaxStreams, "http2-max-concurrent-streams", listener.DefaultHTTP2MaxConcurrentStreams,
+		"Streams open at once on one HTTP/2 client connection.")
+}
+
+// check refuses limits that would disable a protection.
+func (l *limits) check() error {
+	for name, v := range map[string]int64{
+		"--max-connections": int64(l.maxConnections), "--max-header-bytes": int64(l.maxHeaderBytes),
+		"--max-header-count": int64(l.maxHeaderCount), "--http2-max-concurrent-streams": int64(l.http2MaxStreams),
+		"--header-read-timeout": int64(l.headerReadTimeout), "--body-read-timeout": int64(l.bodyReadTimeout),
+		"--send-timeout": int64(l.sendTimeout), "--idle-timeout": int64(l.idleTimeout),
+		"--backend-idle-timeout": int64(l.backendIdleTimeout), "--tunnel-idle-timeout": int64(l.tunnelIdleTimeout),
+	} {
+		if v <= 0 {
+			return fmt.Errorf("%s must be positive", name)
+		}
+	}
+	if l.maxRequestBodyBytes < 0 {
+		return errors.New("--max-request-body-bytes must not be negative")
+	}
+	return nil
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -65,6 +126,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.pprof, "pprof", false, "Serve runtime profiles under /debug/pprof/ on the health address.")
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity: 0 or 1.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "How long to drain on SIGTERM.")
+	o.limits.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -76,6 +138,9 @@ func parseFlags(args []string) (*options, error) {
 
 // complete fills in the defaults that depend on other flags.
 func (o *options) complete() error {
+	if err := o.limits.check(); err != nil {
+		return err
+	}
 	if (o.gatewayNamespace == "") != (o.gatewayName == "") {
 		return errors.New("--gateway-namespace and --gateway-name go together")
 	}

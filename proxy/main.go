@@ -23,6 +23,7 @@ import (
 
 	"coxswain.dev/coxswain/proxy/internal/agent"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
 	"coxswain.dev/coxswain/proxy/internal/health"
 )
@@ -160,10 +161,28 @@ func (p *process) waitForStop(ctx context.Context, served <-chan error, agentDon
 // newDataPlane builds the HTTP data plane the agent applies snapshots to. Its listeners bind
 // each Gateway listener port on --listen-host, shifted by --port-offset.
 func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*dataplane.DataPlane, error) {
+	l := &opts.limits
 	dpOpts := dataplane.Options{
-		Listener: listener.Options{Address: func(port uint32) string {
-			return net.JoinHostPort(opts.listenHost, strconv.FormatUint(uint64(port)+uint64(opts.portOffset), 10))
-		}},
+		Listener: listener.Options{
+			Address: func(port uint32) string {
+				return net.JoinHostPort(opts.listenHost, strconv.FormatUint(uint64(port)+uint64(opts.portOffset), 10))
+			},
+			HeaderReadTimeout:         l.headerReadTimeout,
+			IdleTimeout:               l.idleTimeout,
+			SendTimeout:               l.sendTimeout,
+			MaxHeaderBytes:            l.maxHeaderBytes,
+			MaxConnections:            l.maxConnections,
+			HTTP2MaxConcurrentStreams: l.http2MaxStreams,
+		},
+		Forward: forward.Options{
+			MaxRequestBodySize: l.maxRequestBodyBytes,
+			MaxHeaderCount:     l.maxHeaderCount,
+			MaxHeaderBytes:     l.maxHeaderBytes,
+			BodyReadTimeout:    l.bodyReadTimeout,
+			SendTimeout:        l.sendTimeout,
+			BackendIdleTimeout: l.backendIdleTimeout,
+			TunnelIdleTimeout:  l.tunnelIdleTimeout,
+		},
 		Registerer: reg,
 	}
 	if opts.accessLog {

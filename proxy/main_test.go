@@ -31,6 +31,9 @@ func TestParseFlagsRefusals(t *testing.T) {
 		{"an endpoint without a port is refused", []string{"--discovery-endpoint=controller"}, "--discovery-endpoint"},
 		{"stray arguments are refused", []string{"serve"}, "unexpected arguments"},
 		{"an unknown flag is refused", []string{"--insecure"}, "not defined"},
+		{"a zero connection limit is refused", []string{"--max-connections=0"}, "--max-connections must be positive"},
+		{"a negative send timeout is refused", []string{"--send-timeout=-1s"}, "--send-timeout must be positive"},
+		{"a negative body limit is refused", []string{"--max-request-body-bytes=-1"}, "must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -192,6 +192,27 @@ func TestHostileHTTP2Requests(t *testing.T) {
 	}
 }
 
+// Tests that the proxy advertises its HTTP/2 limits: concurrent streams and header list size.
+func TestHTTP2AdvertisesItsLimits(t *testing.T) {
+	t.Parallel()
+	app, _ := backend(t, "app")
+	d := start(t, dataplane.Options{Listener: listener.Options{HTTP2MaxConcurrentStreams: 7, MaxHeaderBytes: 9000}})
+	h := dialH2(t, routeAll(t, d, hostPort(app)))
+	f, err := h.fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("first frame %T, want SETTINGS", f)
+	}
+	streams, _ := sf.Value(http2.SettingMaxConcurrentStreams)
+	list, _ := sf.Value(http2.SettingMaxHeaderListSize)
+	if streams != 7 || list < 9000 || list > 9000+8192 {
+		t.Errorf("advertised %d streams and a %d-byte header list; want 7 and about 9000", streams, list)
+	}
+}
+
 // Tests that HTTP/2 abuse on one connection leaves other clients served: rapid reset (streams
 // opened and cancelled at once, by the thousand), a CONTINUATION flood, and streams whose
 // client never opens its receive window, which the send timeout resets.

@@ -51,16 +51,26 @@ type Options struct {
 	Rand func() uint64
 }
 
+// Defaults of the request limits, which the proxy's flags show.
+const (
+	DefaultMaxHeaderCount     = 100
+	DefaultMaxHeaderBytes     = 32 << 10
+	DefaultBodyReadTimeout    = 60 * time.Second
+	DefaultSendTimeout        = 60 * time.Second
+	DefaultBackendIdleTimeout = 60 * time.Second
+	DefaultTunnelIdleTimeout  = 5 * time.Minute
+)
+
 func (o *Options) defaults() {
 	setDefault(&o.MirrorConcurrency, 64)
 	setDefault(&o.MirrorTimeout, 10*time.Second)
 	setDefault(&o.MaxMirrorBodySize, 64<<10)
-	setDefault(&o.MaxHeaderCount, 100)
-	setDefault(&o.MaxHeaderBytes, 32<<10)
-	setDefault(&o.BodyReadTimeout, 60*time.Second)
-	setDefault(&o.SendTimeout, 60*time.Second)
-	setDefault(&o.BackendIdleTimeout, 60*time.Second)
-	setDefault(&o.TunnelIdleTimeout, 5*time.Minute)
+	setDefault(&o.MaxHeaderCount, DefaultMaxHeaderCount)
+	setDefault(&o.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	setDefault(&o.BodyReadTimeout, DefaultBodyReadTimeout)
+	setDefault(&o.SendTimeout, DefaultSendTimeout)
+	setDefault(&o.BackendIdleTimeout, DefaultBackendIdleTimeout)
+	setDefault(&o.TunnelIdleTimeout, DefaultTunnelIdleTimeout)
 	if o.Rand == nil {
 		o.Rand = rand.Uint64
 	}

@@ -49,22 +49,30 @@ type Options struct {
 	ConnectionRefused func()
 }
 
+// Defaults of the connection limits, which the proxy's flags show.
+const (
+	DefaultHeaderReadTimeout         = 10 * time.Second
+	DefaultIdleTimeout               = 120 * time.Second
+	DefaultMaxConnections            = 16384
+	DefaultHTTP2MaxConcurrentStreams = 100
+)
+
 func (o *Options) defaults() {
 	if o.Address == nil {
 		o.Address = func(port uint32) string { return ":" + strconv.FormatUint(uint64(port), 10) }
 	}
-	o.HeaderReadTimeout = orDefault(o.HeaderReadTimeout, 10*time.Second)
-	o.IdleTimeout = orDefault(o.IdleTimeout, 120*time.Second)
-	o.SendTimeout = orDefault(o.SendTimeout, 60*time.Second)
+	o.HeaderReadTimeout = orDefault(o.HeaderReadTimeout, DefaultHeaderReadTimeout)
+	o.IdleTimeout = orDefault(o.IdleTimeout, DefaultIdleTimeout)
+	o.SendTimeout = orDefault(o.SendTimeout, forward.DefaultSendTimeout)
 	o.DrainTimeout = orDefault(o.DrainTimeout, 30*time.Second)
 	if o.MaxHeaderBytes == 0 {
-		o.MaxHeaderBytes = 32 << 10
+		o.MaxHeaderBytes = forward.DefaultMaxHeaderBytes
 	}
 	if o.MaxConnections == 0 {
-		o.MaxConnections = 16384
+		o.MaxConnections = DefaultMaxConnections
 	}
 	if o.HTTP2MaxConcurrentStreams == 0 {
-		o.HTTP2MaxConcurrentStreams = 100
+		o.HTTP2MaxConcurrentStreams = DefaultHTTP2MaxConcurrentStreams
 	}
 	if o.HTTP2StreamWindow == 0 {
 		o.HTTP2StreamWindow = 256 << 10

@@ -66,7 +66,7 @@ func (m *Manager) httpServer(l *forward.Listener, protocol router.Protocol) *htt
 		IdleTimeout:       o.IdleTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams:         o.HTTP2MaxConcurrentStreams,
+			MaxConcurrentStreams:          o.HTTP2MaxConcurrentStreams,
 			MaxReceiveBufferPerStream:     int(o.HTTP2StreamWindow),
 			MaxReceiveBufferPerConnection: int(o.HTTP2ConnectionWindow),
 			// A connection whose peer takes no bytes for this long is closed.
