@@ -54,7 +54,7 @@ func (h *Handler) forward(x *exchange) int {
 	body := x.requestBody()
 	out := x.outbound(ctx, ep, body, upgrade)
 	if err := h.mirror(x, out, body); err != nil {
-		return x.bodyFailed(body, err)
+		return x.bodyFailed(err)
 	}
 	var wrote atomic.Bool
 	out = out.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
@@ -72,7 +72,7 @@ func (h *Handler) forward(x *exchange) int {
 	}
 	resp, err := transport.RoundTrip(out)
 	if err != nil {
-		return h.upstreamFailed(x, cl, body, ctx, err)
+		return h.upstreamFailed(ctx, x, cl, body, err)
 	}
 	if upgrade && resp.StatusCode == http.StatusSwitchingProtocols {
 		return h.tunnel(x, resp) // the tunnel owns the connection now
@@ -156,9 +156,9 @@ func httpHasTrailersTE(h http.Header) bool {
 // upstreamFailed answers a failed exchange, telling the client's faults from the backend's:
 // 413 or 408 or 400 for the request body, nothing for a client that left, 504 for a timeout,
 // 502 otherwise.
-func (h *Handler) upstreamFailed(x *exchange, cl *upstream.Cluster, body *requestBody, ctx context.Context, err error) int {
+func (h *Handler) upstreamFailed(ctx context.Context, x *exchange, cl *upstream.Cluster, body *requestBody, err error) int {
 	if body != nil && body.failed() != nil {
-		return x.bodyFailed(body, body.failed())
+		return x.bodyFailed(body.failed())
 	}
 	if x.r.Context().Err() != nil {
 		x.reason = reasonClientClosed
@@ -180,7 +180,7 @@ func (h *Handler) upstreamFailed(x *exchange, cl *upstream.Cluster, body *reques
 }
 
 // bodyFailed answers a request whose body could not be read from the client.
-func (x *exchange) bodyFailed(body *requestBody, err error) int {
+func (x *exchange) bodyFailed(err error) int {
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		return x.refuse(http.StatusRequestEntityTooLarge, reasonBodyTooLarge)
@@ -191,7 +191,6 @@ func (x *exchange) bodyFailed(body *requestBody, err error) int {
 		x.reason = reasonClientClosed
 		return statusClientClosed
 	}
-	_ = body
 	return x.refuse(http.StatusBadRequest, reasonClientBody)
 }
 

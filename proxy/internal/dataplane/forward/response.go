@@ -43,10 +43,13 @@ func (x *exchange) relay(resp *http.Response, cancel context.CancelCauseFunc) in
 	for _, m := range x.route.ResponseHeaders {
 		modifyHeaders(hdr, m)
 	}
+	var announced map[string]bool
 	if len(resp.Trailer) > 0 {
+		announced = make(map[string]bool, len(resp.Trailer))
 		names := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {
 			names = append(names, k)
+			announced[k] = true
 		}
 		hdr[headerTrailer] = []string{strings.Join(names, ", ")}
 	}
@@ -58,7 +61,11 @@ func (x *exchange) relay(resp *http.Response, cancel context.CancelCauseFunc) in
 		return resp.StatusCode
 	}
 	for k, vs := range resp.Trailer {
-		hdr[k] = vs
+		if announced[k] {
+			hdr[k] = vs
+		} else {
+			hdr[http.TrailerPrefix+k] = vs // arrived unannounced (HTTP/2 allows it)
+		}
 	}
 	return resp.StatusCode
 }
