@@ -37,7 +37,24 @@ func answerEach(b *rawBackend, br *bufio.Reader, c net.Conn) {
 // route, and answers with a body the mirror path does not read.
 func TestMirrorResponseNeverReachesAnotherRequest(t *testing.T) {
 	t.Parallel()
-	be := newRawBackend(t, answerEach)
+	// The mirrored request's answer carries, as its body, a whole second response: whoever
+	// reads the connection next without reading that body first takes it as theirs.
+	planted := "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nSet-Cookie: session=victim\r\n\r\nstolen"
+	be := newRawBackend(t, func(b *rawBackend, br *bufio.Reader, c net.Conn) {
+		for {
+			r, err := b.read(br)
+			if err != nil {
+				return
+			}
+			body := "target=" + r.RequestURI
+			if strings.HasPrefix(r.RequestURI, "/mirrored") {
+				body = planted
+			}
+			if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nSet-Cookie: session=%s\r\n\r\n%s", len(body), r.RequestURI, body); err != nil {
+				return
+			}
+		}
+	})
 	d := start(t, dataplane.Options{})
 	mirrored := snaptest.Route("ns/m/0/0", "", snaptest.Prefix("/mirrored"), "ns/app:80")
 	mirrored.Filters = []*discoveryv1.Filter{filter(&discoveryv1.Filter_Mirror{Mirror: &discoveryv1.Mirror{Cluster: "ns/app:80", Numerator: 1, Denominator: 1}})}
@@ -50,6 +67,9 @@ func TestMirrorResponseNeverReachesAnotherRequest(t *testing.T) {
 			path = fmt.Sprintf("/mirrored/user-%d", i)
 		}
 		got := do(t, c, "GET", "http://x"+path)
+		if strings.HasPrefix(path, "/mirrored") {
+			continue // its own answer is the planted one; what matters is who gets it next
+		}
 		if got.status != 200 || got.body != "target="+path || got.header.Get("Set-Cookie") != "session="+path {
 			t.Fatalf("request %s got %d %q with cookie %q: another request's response", path, got.status, got.body, got.header.Get("Set-Cookie"))
 		}
