@@ -2,6 +2,7 @@ package dataplane_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -75,5 +76,53 @@ func TestUpstreamProtocol(t *testing.T) {
 		if got := resp.header.Get("X-Proto-Major"); got != strconv.Itoa(want) {
 			t.Errorf("%s: backend answered over HTTP/%s, want HTTP/%d", path, got, want)
 		}
+	}
+}
+
+// Tests that nothing is added on the h2c path either: the backend gets no User-Agent and no
+// Accept-Encoding the client did not send, the client no Content-Type the backend did not
+// send, and a body over 64 MiB arrives whole.
+func TestH2CUpstreamAddsNothing(t *testing.T) {
+	t.Parallel()
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: &protocols, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Type"] = nil
+		w.Header().Set("X-Saw", r.Header.Get("User-Agent")+"|"+r.Header.Get("Accept-Encoding"))
+		if r.URL.Path == "/big" {
+			_, _ = io.Copy(w, io.LimitReader(&pattern{}, 80<<20))
+			return
+		}
+		_, _ = io.WriteString(w, "hello")
+	})}
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	d := start(t, dataplane.Options{})
+	cl := snaptest.Cluster(t, "ns/grpc:9000", ln.Addr().String())
+	cl.UpstreamProtocol = discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2C
+	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", snaptest.Route("ns/r/0/0", "", snaptest.Prefix("/"), "ns/grpc:9000"))), cl)
+	c, br := rawConn(t, addr(t, d, 80))
+	resp, body := roundTrip(t, c, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp.StatusCode != 200 || body != "hello" {
+		t.Fatalf("got %d %q", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("X-Saw"); got != "|" {
+		t.Errorf("backend got User-Agent|Accept-Encoding %q", got)
+	}
+	if got, ok := resp.Header["Content-Type"]; ok {
+		t.Errorf("client got Content-Type %q", got)
+	}
+	big, err := client(addr(t, d, 80)).Get("http://x/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, big.Body)
+	_ = big.Body.Close()
+	if err != nil || n != 80<<20 {
+		t.Errorf("80 MiB over h2c: %d bytes, %v", n, err)
 	}
 }
