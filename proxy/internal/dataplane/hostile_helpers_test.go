@@ -102,8 +102,16 @@ func rawConn(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	return c, bufio.NewReader(c)
 }
 
+// rawResponse is what roundTrip read of a response.
+type rawResponse struct {
+	StatusCode int
+	Header     http.Header
+	// Close says the proxy announced it closes the connection.
+	Close bool
+}
+
 // roundTrip writes raw request bytes and reads one response, whose body it returns whole.
-func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, raw string) (*http.Response, string) {
+func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, raw string) (rawResponse, string) {
 	t.Helper()
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
@@ -113,10 +121,11 @@ func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, raw string) (*http.Re
 		t.Fatalf("read response to %q: %v", firstLine(raw), err)
 	}
 	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
 	if err != nil {
 		t.Fatalf("read body of response to %q: %v", firstLine(raw), err)
 	}
-	return resp, string(body)
+	return rawResponse{StatusCode: resp.StatusCode, Header: resp.Header, Close: resp.Close}, string(body)
 }
 
 func firstLine(s string) string {
@@ -130,7 +139,7 @@ func closedByPeer(c net.Conn, bound time.Duration) bool {
 	_ = c.SetReadDeadline(time.Now().Add(bound))
 	_, err := io.Copy(io.Discard, c)
 	var ne net.Error
-	return !(err != nil && errors.As(err, &ne) && ne.Timeout())
+	return err == nil || !errors.As(err, &ne) || !ne.Timeout()
 }
 
 func decodeEcho(t *testing.T, body string, e *echo) {

@@ -180,6 +180,7 @@ func TestServerSentEventsAreNotBuffered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() { _ = resp.Body.Close() }()
 	line, err := bufio.NewReader(resp.Body).ReadString('\n')
 	if err != nil || line != "data: first\n" {
 		t.Fatalf("first event: %q, %v; want it before the backend finishes", line, err)
@@ -277,8 +278,12 @@ func TestInFlightDeadlines(t *testing.T) {
 		c, br := rawConn(t, proxy)
 		_, _ = io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
 		resp, err := http.ReadResponse(br, nil)
-		if err != nil || resp.StatusCode != http.StatusRequestTimeout {
-			t.Fatalf("got %v, %v; want 408", resp, err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout {
+			t.Fatalf("got %d, want 408", resp.StatusCode)
 		}
 		eventually(t, "body_timeout is counted", func() bool { return refused("body_timeout") == 1 })
 	})
