@@ -178,7 +178,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 				SharedProxyService: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
 			},
 		},
-		Debouncer: rebuild.NewDebouncer(rebuild.DefaultHoldoff, rebuild.DefaultMaxDelay, nil),
+		Debouncer: rebuild.NewDebouncer(rebuild.DefaultInterval, nil),
 		Elected:   elected,
 	}
 	if err := gw.SetupWithManager(mgr); err != nil {

@@ -70,7 +70,7 @@ func startGatewayAPI(t *testing.T, leader bool, sharedProxy types.NamespacedName
 	h := &gatewayAPI{t: t, c: newGatewayClient(t), cache: cache.New(nil), auth: scopeauth.New()}
 	h.leader.Store(leader)
 	h.auth.OnChange(func() { h.revocations.Add(1) })
-	h.debouncer = rebuild.NewDebouncer(20*time.Millisecond, 200*time.Millisecond, nil)
+	h.debouncer = rebuild.NewDebouncer(20*time.Millisecond, nil)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     gatewayScheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},

@@ -10,41 +10,10 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func TestBurstDue(t *testing.T) {
-	t.Parallel()
-	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	tests := []struct {
-		name     string
-		triggers []int // milliseconds after t0
-		want     int
-	}{
-		{"a single trigger is due one holdoff later", []int{0}, 100},
-		{"triggers closer than the holdoff coalesce and push the due time", []int{0, 50, 90}, 190},
-		{"a steady stream is due at the maximum delay after its first trigger", []int{0, 80, 160, 240, 320, 400, 480, 560, 640, 720, 800, 880, 960}, 1000},
-		{"a late trigger cannot push past the maximum delay", []int{0, 950}, 1000},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var b burst
-			for _, at := range tt.triggers {
-				b.add(t0.Add(ms(at)))
-			}
-			if got, want := b.due(ms(100), time.Second), t0.Add(ms(tt.want)); !got.Equal(want) {
-				t.Errorf("due %v after t0, want %v", got.Sub(t0), want.Sub(t0))
-			}
-		})
-	}
-}
-
 func TestNewDebouncerDefaults(t *testing.T) {
 	t.Parallel()
-	d := NewDebouncer(0, 0, nil)
-	if d.holdoff != DefaultHoldoff || d.maxDelay != DefaultMaxDelay {
-		t.Errorf("holdoff %v, maxDelay %v; want the defaults", d.holdoff, d.maxDelay)
-	}
-	if d := NewDebouncer(time.Second, time.Millisecond, nil); d.maxDelay != time.Second {
-		t.Errorf("maxDelay %v below the holdoff was not raised to it", d.maxDelay)
+	if d := NewDebouncer(0, nil); d.interval != DefaultInterval {
+		t.Errorf("interval %v; want the default", d.interval)
 	}
 }
 
@@ -59,7 +28,7 @@ type harness struct {
 func startHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clocktesting.NewFakeClock(t0), calls: make(chan time.Time, 16)}
-	h.d = NewDebouncer(100*time.Millisecond, time.Second, h.clock)
+	h.d = NewDebouncer(100*time.Millisecond, h.clock)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -112,62 +81,72 @@ func (h *harness) call() time.Duration {
 	}
 }
 
-func TestDebouncerWaitsForTheHoldoff(t *testing.T) {
+// idle waits until the loop waits for a trigger, with no timer armed.
+func (h *harness) idle() {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.d.nudge) != 0 || h.clock.Waiters() != 0 || h.d.isPending() {
+		if time.Now().After(deadline) {
+			h.t.Fatal("the debouncer never went idle")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (d *Debouncer) isPending() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pending
+}
+
+func TestDebouncerCallsAtOnceWhenIdle(t *testing.T) {
 	t.Parallel()
 	h := startHarness(t) // Run triggers once at start
-	h.armed()
-	h.step(99 * time.Millisecond)
-	h.noCall()
-	h.clock.Step(time.Millisecond)
-	if at := h.call(); at != 100*time.Millisecond {
-		t.Fatalf("called at t0+%v, want t0+100ms", at)
+	if at := h.call(); at != 0 {
+		t.Fatalf("first call at t0+%v, want at once", at)
+	}
+	h.idle()
+	h.clock.Step(time.Second)
+	h.d.Trigger()
+	if at := h.call(); at != time.Second {
+		t.Fatalf("call after an idle second at t0+%v, want at once (t0+1s)", at)
 	}
 }
 
-func TestDebouncerCoalescesABurst(t *testing.T) {
+func TestDebouncerCoalescesTriggersWithinTheInterval(t *testing.T) {
 	t.Parallel()
 	h := startHarness(t)
-	h.armed()
+	h.call()
+	h.idle()
 	for range 3 {
 		h.d.Trigger()
-		h.step(50 * time.Millisecond)
+		h.step(20 * time.Millisecond)
 	}
 	h.noCall()
-	h.clock.Step(50 * time.Millisecond)
-	if at := h.call(); at != 200*time.Millisecond {
-		t.Fatalf("called at t0+%v, want t0+200ms", at)
+	h.clock.Step(40 * time.Millisecond)
+	if at := h.call(); at != 100*time.Millisecond {
+		t.Fatalf("called at t0+%v, want t0+100ms, one interval after the first call", at)
 	}
+	h.idle()
 	h.noCall()
-	if h.clock.Waiters() != 0 {
-		t.Fatal("the debouncer armed a timer with nothing pending")
-	}
 }
 
-func TestDebouncerFiresAtTheMaximumDelay(t *testing.T) {
+func TestDebouncerBoundsASteadyStream(t *testing.T) {
 	t.Parallel()
 	h := startHarness(t)
-	h.armed()
-	for range 19 {
-		h.step(50 * time.Millisecond)
-		h.d.Trigger()
-	}
-	h.noCall()
-	h.clock.Step(50 * time.Millisecond)
-	if at := h.call(); at != time.Second {
-		t.Fatalf("called at t0+%v, want t0+1s", at)
-	}
-}
-
-func TestDebouncerStartsANewBurstAfterFiring(t *testing.T) {
-	t.Parallel()
-	h := startHarness(t)
-	h.armed()
-	h.clock.Step(100 * time.Millisecond)
 	h.call()
-	h.d.Trigger()
-	h.armed()
-	h.clock.Step(100 * time.Millisecond)
-	if at := h.call(); at != 200*time.Millisecond {
-		t.Fatalf("second call at t0+%v, want t0+200ms", at)
+	h.idle()
+	for i := 1; i <= 30; i++ {
+		h.d.Trigger()
+		h.armed()
+		h.clock.Step(10 * time.Millisecond)
+		if i%10 != 0 {
+			continue
+		}
+		want := time.Duration(i) * 10 * time.Millisecond
+		if at := h.call(); at != want {
+			t.Fatalf("call at t0+%v, want t0+%v: one per interval", at, want)
+		}
 	}
+	h.noCall()
 }
