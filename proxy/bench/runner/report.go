@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"time"
@@ -45,7 +46,8 @@ func (rep *report) misses() map[string][]string {
 		if !ok1 || !ok2 {
 			continue
 		}
-		if ratio := c.cpuUS / n.cpuUS; ratio > s.cpuTarget() {
+		// Judged on the ratio as printed, to two decimals.
+		if ratio := math.Round(c.cpuUS/n.cpuUS*100) / 100; ratio > s.cpuTarget() {
 			out[s.name] = append(out[s.name], fmt.Sprintf("CPU/request %.2fx nginx (target <= %.2fx)", ratio, s.cpuTarget()))
 		}
 		if c.fixed.p99 > n.fixed.p99 {
