@@ -146,8 +146,10 @@ func h2load(o *options, s scenario, d time.Duration, rate int) (loadResult, stri
 	logPath := filepath.Join(o.work, "h2load.log")
 	_ = os.Remove(logPath)
 	const clients = 16
-	args := []string{"-c", o.loadCPU, "h2load", "-t1", "-c" + strconv.Itoa(clients), "-m4", "-D", strconv.Itoa(max(1, int(d.Seconds()))),
-		"-H", ":authority: " + host, "--log-file", logPath}
+	args := []string{
+		"-c", o.loadCPU, "h2load", "-t1", "-c" + strconv.Itoa(clients), "-m4", "-D", strconv.Itoa(max(1, int(d.Seconds()))),
+		"-H", ":authority: " + host, "--log-file", logPath,
+	}
 	if rate > 0 {
 		args = append(args, "--rps", strconv.Itoa(max(1, rate/clients)))
 	}

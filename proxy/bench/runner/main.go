@@ -75,13 +75,17 @@ func (s scenario) cpuTarget() float64 {
 func scenarios() []scenario {
 	both := []string{"nginx", "coxswain"}
 	return []scenario{
-		{name: "1 route, 100 B", routes: 1, body: 100, rate: 4000,
-			proxies: []string{"nginx", "haproxy", "nethttp-minimal", "coxswain", "coxswain+accesslog"}},
+		{
+			name: "1 route, 100 B", routes: 1, body: 100, rate: 4000,
+			proxies: []string{"nginx", "haproxy", "nethttp-minimal", "coxswain", "coxswain+accesslog"},
+		},
 		{name: "1,000 routes, 100 B", routes: 1000, body: 100, rate: 4000, proxies: both},
 		{name: "10,000 routes, 100 B", routes: 10000, body: 100, rate: 4000, proxies: both},
 		{name: "1 route, 16 KiB", routes: 1, body: 16 * kib, rate: 4000, flat: true, proxies: both},
-		{name: "1 route, 1 MiB download", routes: 1, body: mib, rate: 100, flat: true,
-			proxies: []string{"nginx", "nethttp-minimal", "coxswain"}},
+		{
+			name: "1 route, 1 MiB download", routes: 1, body: mib, rate: 100, flat: true,
+			proxies: []string{"nginx", "nethttp-minimal", "coxswain"},
+		},
 		{name: "1 route, 100 MiB download", routes: 1, body: 100 * mib, rate: 2, flat: true, proxies: both},
 		{name: "1 route, 1 MiB upload", routes: 1, body: 100, upload: mib, rate: 100, proxies: both},
 		{name: "1 route, 100 B, TLS", routes: 1, body: 100, tls: true, rate: 4000, proxies: both},
