@@ -22,6 +22,8 @@ type requestBody struct {
 	timeout time.Duration
 	// buffered, when set, is the whole body, already read (for mirrors).
 	buffered []byte
+	// readBy is the read deadline set last, zero before the first read.
+	readBy time.Time
 	mu       sync.Mutex
 	err      error
 }
@@ -50,7 +52,11 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		}
 		return n, nil
 	}
-	_ = b.x.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	if now := time.Now(); b.readBy.IsZero() || b.readBy.Sub(now) < b.timeout-b.timeout/8 {
+		// Moved only once it came an eighth of the timeout closer: one call per few reads.
+		b.readBy = now.Add(b.timeout)
+		_ = b.x.rc.SetReadDeadline(b.readBy)
+	}
 	n, err := b.body.Read(p)
 	if b.limit >= 0 {
 		if int64(n) > b.limit {
