@@ -24,8 +24,8 @@ type requestBody struct {
 	buffered []byte
 	// readBy is the read deadline set last, zero before the first read.
 	readBy time.Time
-	mu       sync.Mutex
-	err      error
+	mu     sync.Mutex
+	err    error
 }
 
 // requestBody returns the request's body for the upstream exchange, nil when it has none.
