@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,7 +138,9 @@ func TestLargeBodiesStreamWithBoundedMemory(t *testing.T) {
 // it measures the whole process's heap.
 func TestAnnouncedBodiesReserveNothing(t *testing.T) {
 	hold := make(chan struct{})
+	var arrived atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
 		<-hold
 	}))
 	t.Cleanup(srv.Close)
@@ -149,7 +152,8 @@ func TestAnnouncedBodiesReserveNothing(t *testing.T) {
 		c, _ := rawConn(t, proxy)
 		_, _ = io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 67108864\r\n\r\nabc")
 	}
-	time.Sleep(300 * time.Millisecond) // let the proxy take all twenty in; nothing to poll for
+	// Each request reaches the backend once the proxy has taken it in and started its body.
+	eventually(t, "all twenty requests reached the backend", func() bool { return arrived.Load() == 20 })
 	if g := heap.growth(); g > 16 {
 		t.Errorf("heap grew by %.1f MiB for 20 announced 64 MiB bodies", g)
 	}
