@@ -40,6 +40,12 @@ func NewGatewayInvalid(msg string) metav1.Condition {
 	return falsity(gatewayAccepted, string(gwapiv1.GatewayReasonInvalid), msg)
 }
 
+// NewGatewayProxyNameConflict says the name of the Gateway's dedicated proxy is reserved or
+// already taken, so no proxy is provisioned for it.
+func NewGatewayProxyNameConflict(msg string) metav1.Condition {
+	return falsity(gatewayAccepted, ReasonProxyNameConflict, msg)
+}
+
 // NewGatewayInvalidGatewayClass says the Gateway's class is ours but not accepted.
 func NewGatewayInvalidGatewayClass() metav1.Condition {
 	return falsity(gatewayAccepted, ReasonInvalidGatewayClass, "GatewayClass is not accepted")
