@@ -38,3 +38,14 @@ func ShortName(name string) string {
 	head := strings.TrimRight(name[:MaxNameLength-nameHashLength-1], "-")
 	return head + "-" + hex.EncodeToString(sum[:])[:nameHashLength]
 }
+
+// LabelValue makes value fit a label value (at most 63 characters) the way ShortName shortens a
+// name: cut, then "-" and a short hash of the whole value. A value that fits is kept as it is.
+func LabelValue(value string) string {
+	if len(value) <= MaxNameLength {
+		return value
+	}
+	sum := sha256.Sum256([]byte(value))
+	head := strings.TrimRight(value[:MaxNameLength-nameHashLength-1], "-.")
+	return head + "-" + hex.EncodeToString(sum[:])[:nameHashLength]
+}
