@@ -29,7 +29,7 @@ type Gateway struct {
 	// Parameters is the CoxswainGatewayParameters of a dedicated Gateway: its own
 	// spec.infrastructure.parametersRef, else its class's.
 	Parameters types.NamespacedName
-	Listeners []*Listener
+	Listeners  []*Listener
 	// Conditions are the Gateway-level conditions, final once Build returns.
 	Conditions []metav1.Condition
 	// problem is the Gateway-level reason not to accept it, found before listeners are built.

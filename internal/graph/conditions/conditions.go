@@ -12,6 +12,10 @@ const ReasonInvalidGatewayClass = "InvalidGatewayClass"
 // dedicated proxy is reserved or taken by another Gateway's proxy.
 const ReasonProxyNameConflict = "ProxyNameConflict"
 
+// ReasonProxyNotReady is used with a Gateway's Programmed condition while no replica of its
+// proxy is ready.
+const ReasonProxyNotReady = "ProxyNotReady"
+
 func newCondition(condType string, status metav1.ConditionStatus, reason, message string) metav1.Condition {
 	return metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message}
 }

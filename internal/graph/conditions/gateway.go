@@ -60,3 +60,13 @@ func NewGatewayProgrammed() metav1.Condition {
 func NewGatewayNotProgrammedInvalid(msg string) metav1.Condition {
 	return falsity(gatewayProgrammed, string(gwapiv1.GatewayReasonInvalid), msg)
 }
+
+// NewGatewayNotProgrammedAddressNotAssigned says the Gateway's proxy Service has no address yet.
+func NewGatewayNotProgrammedAddressNotAssigned(msg string) metav1.Condition {
+	return falsity(gatewayProgrammed, string(gwapiv1.GatewayReasonAddressNotAssigned), msg)
+}
+
+// NewGatewayNotProgrammedProxyNotReady says no replica of the Gateway's proxy is ready yet.
+func NewGatewayNotProgrammedProxyNotReady(msg string) metav1.Condition {
+	return falsity(gatewayProgrammed, ReasonProxyNotReady, msg)
+}
