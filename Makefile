@@ -72,7 +72,7 @@ verify: manifests generate ## Regenerate code, manifests and go.sum; fail on any
 		echo "verify: generated files are out of date: run 'make manifests generate', 'go mod tidy' in each module, and commit"; \
 		exit 1; \
 	fi
-	go test -count=1 -run 'Golden' ./internal/graph/ ./internal/encode/
+	go test -count=1 -run 'Golden' ./internal/graph/ ./internal/encode/ ./internal/provision/
 
 .PHONY: bench
 bench: ## Benchmark the proxy against nginx and haproxy on loopback (installs what it needs); writes BENCHMARKS.md figures.
