@@ -70,8 +70,19 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	taken, err := r.taken(ctx, src, want)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if taken != nil {
+		msg := fmt.Sprintf("%s %s/%s exists and is not owned by this Gateway; no proxy is provisioned over it",
+			kindOf(taken), taken.GetNamespace(), taken.GetName())
+		r.Recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonProxyNameTaken, "Provision", "%s", msg)
+		log.FromContext(ctx).Info("Refused to provision over a foreign object", "object", client.ObjectKeyFromObject(taken), "kind", kindOf(taken))
+		return ctrl.Result{}, nil
+	}
 	for _, obj := range want {
-		if err := r.ensure(ctx, src, obj); err != nil {
+		if err := r.apply(ctx, obj); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -104,28 +115,37 @@ func (r *ProvisionReconciler) desired(ctx context.Context, in rebuild.Input, key
 	return nil, nil
 }
 
-// ensure applies obj unless its name is held by an object the Gateway does not control.
-func (r *ProvisionReconciler) ensure(ctx context.Context, gw *gwapiv1.Gateway, obj client.Object) error {
-	cur := obj.DeepCopyObject().(client.Object)
-	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(obj), cur)
-	switch {
-	case err == nil && !controlledBy(cur, gw):
-		msg := fmt.Sprintf("%s %s already exists and is not owned by this Gateway; it is left alone",
-			obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
-		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ReasonProxyNameTaken, "Provision", "%s", msg)
-		log.FromContext(ctx).Info("Refused to take over an object", "object", client.ObjectKeyFromObject(obj), "kind", obj.GetObjectKind().GroupVersionKind().Kind)
-		return nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return fmt.Errorf("get %s: %w", client.ObjectKeyFromObject(obj), err)
+// taken returns the first object of want whose name is held by an object the Gateway does not
+// control, read past the cache; nil when there is none.
+func (r *ProvisionReconciler) taken(ctx context.Context, gw *gwapiv1.Gateway, want []client.Object) (client.Object, error) {
+	for _, obj := range want {
+		cur := obj.DeepCopyObject().(client.Object)
+		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err)
+		case !controlledBy(cur, gw):
+			return obj, nil
+		}
 	}
+	return nil, nil
+}
+
+// apply server-side applies obj with our field manager, taking back any field edited by hand.
+func (r *ProvisionReconciler) apply(ctx context.Context, obj client.Object) error {
 	ac, err := applyConfiguration(obj)
 	if err != nil {
 		return err
 	}
 	if err := r.Client.Apply(ctx, ac, client.FieldOwner(provision.FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, client.ObjectKeyFromObject(obj), err)
+		return fmt.Errorf("apply %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err)
 	}
 	return nil
+}
+
+func kindOf(obj client.Object) string {
+	return obj.GetObjectKind().GroupVersionKind().Kind
 }
 
 // applyConfiguration turns a rendered object into an apply configuration without status.
