@@ -100,15 +100,33 @@ install: manifests kustomize k8s-assets ## Install our CRDs and the Gateway API 
 uninstall: manifests kustomize k8s-assets ## Remove our CRDs and the Gateway API CRDs from the configured cluster.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
+# OVERLAY picks config/overlays/<name> (external-ca, cert-manager) instead of config/default.
+OVERLAY ?=
+DEPLOY_DIR = $(if $(OVERLAY),config/overlays/$(OVERLAY),config/default)
+
 .PHONY: deploy
-deploy: manifests kustomize k8s-assets ## Deploy the operator and the shared proxy pool into the configured cluster (IMG, PROXY_IMG).
+deploy: manifests kustomize k8s-assets ## Deploy the operator and the shared proxy pool into the configured cluster (IMG, PROXY_IMG, OVERLAY).
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	cd config/proxy && $(KUSTOMIZE) edit set image proxy=$(PROXY_IMG)
-	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+	$(KUSTOMIZE) build $(DEPLOY_DIR) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: kustomize k8s-assets ## Remove the operator from the configured cluster.
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+undeploy: kustomize k8s-assets ## Remove the operator, its CRDs and namespace from the configured cluster (OVERLAY).
+	$(KUSTOMIZE) build $(DEPLOY_DIR) | $(KUBECTL) delete --ignore-not-found -f -
+
+##@ Images
+
+CONTAINER_TOOL ?= docker
+
+.PHONY: docker-build
+docker-build: ## Build the operator (IMG) and proxy (PROXY_IMG) images.
+	$(CONTAINER_TOOL) build -t $(IMG) -f Dockerfile .
+	$(CONTAINER_TOOL) build -t $(PROXY_IMG) -f Dockerfile.proxy .
+
+.PHONY: docker-push
+docker-push: ## Push the operator (IMG) and proxy (PROXY_IMG) images.
+	$(CONTAINER_TOOL) push $(IMG)
+	$(CONTAINER_TOOL) push $(PROXY_IMG)
 
 ##@ Dependencies
 

@@ -191,10 +191,11 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		return fmt.Errorf("set up Gateway API controller: %w", err)
 	}
 	prov := &controllers.ProvisionReconciler{
-		Client:   mgr.GetClient(),
-		Reader:   mgr.GetAPIReader(),
-		Defaults: func() provision.Defaults { return proxyDefaults(o, store.Get()) },
-		Recorder: mgr.GetEventRecorder("coxswain"),
+		Client:          mgr.GetClient(),
+		Reader:          mgr.GetAPIReader(),
+		Defaults:        func() provision.Defaults { return proxyDefaults(o, store.Get()) },
+		DefaultsChanged: store.Subscribe(),
+		Recorder:        mgr.GetEventRecorder("coxswain"),
 	}
 	if err := prov.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up provisioning controller: %w", err)

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
@@ -48,7 +49,10 @@ type ProvisionReconciler struct {
 	Graph  graph.Options
 	// Defaults returns the current operator-wide proxy settings.
 	Defaults func() provision.Defaults
-	Recorder events.EventRecorder
+	// DefaultsChanged, when set, receives a value after each change of what Defaults returns
+	// (settings.Store.Subscribe()); every Gateway is then reconciled again.
+	DefaultsChanged <-chan struct{}
+	Recorder        events.EventRecorder
 }
 
 // +kubebuilder:rbac:groups="",resources=serviceaccounts;services,verbs=get;list;watch;create;update;patch;delete
@@ -233,7 +237,14 @@ func (r *ProvisionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		s, ok := o.(*corev1.Secret)
 		return ok && s.Type == corev1.SecretTypeTLS
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.DefaultsChanged != nil {
+		b = b.WatchesRawSource(source.Func(func(ctx context.Context, q queue) error {
+			go r.requeueOnChange(ctx, q)
+			return nil
+		}))
+	}
+	return b.
 		Named("provision").
 		For(&gwapiv1.Gateway{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.ServiceAccount{}).
@@ -245,6 +256,25 @@ func (r *ProvisionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gwapiv1.ReferenceGrant{}, allGateways).
 		Watches(&corev1.Secret{}, allGateways, builder.WithPredicates(tlsOnly)).
 		Complete(r)
+}
+
+// requeueOnChange reconciles every Gateway after each change of the defaults.
+func (r *ProvisionReconciler) requeueOnChange(ctx context.Context, q queue) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.DefaultsChanged:
+			var list gwapiv1.GatewayList
+			if err := r.Client.List(ctx, &list); err != nil {
+				log.FromContext(ctx).Error(err, "Failed to list Gateways")
+				continue
+			}
+			for i := range list.Items {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+		}
+	}
 }
 
 // ProvisionCacheOptions returns the cache restrictions of the provisioned kinds: only objects
