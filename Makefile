@@ -55,8 +55,8 @@ lint: golangci-lint ## Run golangci-lint on every module.
 	@for m in $(MODULES); do echo "lint $$m"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 
 .PHONY: test
-test: k8s-assets ## Run every test of every module against a real kube-apiserver and etcd.
-	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s"; \
+test: k8s-assets kustomize ## Run every test of every module against a real kube-apiserver and etcd.
+	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s" KUSTOMIZE="$(KUSTOMIZE)"; \
 	for m in $(MODULES); do echo "test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
 
 # Files that generators write: verify fails when regenerating them changes anything.
