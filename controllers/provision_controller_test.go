@@ -313,3 +313,45 @@ func TestForeignObjectOfTheProxyNameIsLeftAlone(t *testing.T) {
 		}
 	}
 }
+
+// Tests, with kube-controller-manager running, that the rendered pod template is one the API
+// server admits (the Deployment's ReplicaSet creates a Pod running as the proxy's
+// ServiceAccount), and that deleting the Gateway garbage-collects everything it owned.
+func TestDeletingTheGatewayCollectsItsProxy(t *testing.T) {
+	ns := newNamespace(t)
+	h := startGatewayAPI(t, true, types.NamespacedName{})
+	startProvision(t)
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	h.create(&v1alpha1.CoxswainGatewayParameters{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "params"}})
+	gw := dedicatedGateway(ns, "edge", class)
+	h.create(gw)
+	name := wellknown.DedicatedProxyName("edge", class)
+	eventually(t, "the proxy objects exist", func() error { return provisioned(h.c, gw, name) })
+
+	eventually(t, "a proxy Pod exists", func() error {
+		var pods corev1.PodList
+		if err := h.c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{provision.InstanceLabel: name}); err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return errors.New("no Pod yet")
+		}
+		if sa := pods.Items[0].Spec.ServiceAccountName; sa != name {
+			return fmt.Errorf("Pod runs as %q", sa)
+		}
+		return nil
+	})
+
+	if err := h.c.Delete(context.Background(), gw); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the garbage collector deletes the proxy objects", func() error {
+		for _, obj := range proxyObjects() {
+			err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T still there: %v", obj, err)
+			}
+		}
+		return nil
+	})
+}
