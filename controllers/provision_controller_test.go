@@ -204,7 +204,8 @@ func resourceVersions(t *testing.T, c client.Client, ns, name string) []string {
 }
 
 // Tests that Programmed waits for the proxy Service's load balancer address, then for a ready
-// proxy replica, and that the address reported is the load balancer's, never the cluster IP.
+// proxy replica (a Pod reported ready, through the real ReplicaSet and Deployment controllers),
+// and that the address reported is the load balancer's, never the cluster IP.
 func TestDedicatedGatewayIsProgrammedOnceItHasAnAddressAndAReadyProxy(t *testing.T) {
 	ns := newNamespace(t)
 	h := startGatewayAPI(t, true, types.NamespacedName{})
@@ -226,10 +227,24 @@ func TestDedicatedGatewayIsProgrammedOnceItHasAnAddressAndAReadyProxy(t *testing
 	}
 	eventually(t, "Programmed is ProxyNotReady with the load balancer address", gatewayStatus(h, ns, "edge", programmed, metav1.ConditionFalse, conditions.ReasonProxyNotReady, "203.0.113.9"))
 
-	var dep appsv1.Deployment
-	h.get(&dep, ns, name)
-	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
-	if err := h.c.Status().Update(context.Background(), &dep); err != nil {
+	// No kubelet runs: play its part and report the proxy Pod ready; the ReplicaSet and
+	// Deployment controllers carry that up to the Deployment's status.
+	var pod corev1.Pod
+	eventually(t, "a proxy Pod exists", func() error {
+		var pods corev1.PodList
+		if err := h.c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{provision.InstanceLabel: name}); err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return errors.New("no Pod yet")
+		}
+		pod = pods.Items[0]
+		return nil
+	})
+	now := metav1.Now()
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+	if err := h.c.Status().Update(context.Background(), &pod); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "Programmed is True", gatewayStatus(h, ns, "edge", programmed, metav1.ConditionTrue, string(gwapiv1.GatewayReasonProgrammed), "203.0.113.9"))
