@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -29,6 +30,7 @@ import (
 
 	"coxswain.dev/coxswain/api/v1alpha1"
 	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/graph/conditions"
 	"coxswain.dev/coxswain/internal/provision"
 	"coxswain.dev/coxswain/internal/rebuild"
 )
@@ -70,7 +72,11 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !ok {
 		return ctrl.Result{}, nil // deleted: the garbage collector removes what it owned
 	}
-	want, err := r.desired(ctx, in, req.NamespacedName)
+	gw := r.build(in, req.NamespacedName)
+	if gw != nil && r.keepServing(src, gw) {
+		return ctrl.Result{}, nil
+	}
+	want, err := r.desired(ctx, gw)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -93,28 +99,52 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	return ctrl.Result{}, r.prune(ctx, src, want)
 }
 
-// desired renders the objects the Gateway's dedicated proxy needs; none when it gets no proxy.
-func (r *ProvisionReconciler) desired(ctx context.Context, in rebuild.Input, key types.NamespacedName) ([]client.Object, error) {
+// build returns the Gateway of key in the graph of in, nil when it is not one of ours.
+func (r *ProvisionReconciler) build(in rebuild.Input, key types.NamespacedName) *graph.Gateway {
 	opts := r.Graph
 	if in.CRDBundleVersion != "" {
 		opts.CRDBundleVersion = in.CRDBundleVersion
 	}
-	g := graph.Build(in.State, opts)
-	for _, gw := range g.Gateways {
-		if gw.Key() != key || !gw.Dedicated || gw.ProxyName == "" {
-			continue
+	for _, gw := range graph.Build(in.State, opts).Gateways {
+		if gw.Key() == key {
+			return gw
 		}
-		params := &v1alpha1.CoxswainGatewayParameters{}
-		err := r.Client.Get(ctx, gw.Parameters, params)
-		if apierrors.IsNotFound(err) {
-			return nil, nil // the next rebuild reports the missing parameters
-		}
-		if err != nil {
-			return nil, fmt.Errorf("get parameters %s: %w", gw.Parameters, err)
-		}
-		if m, ok := provision.ModelOf(gw, params, r.Defaults()); ok {
-			return provision.Objects(m), nil
-		}
+	}
+	return nil
+}
+
+// keepServing reports whether the Gateway's proxy objects are to be left exactly as they are:
+// its parameters are broken (missing, or a foreign kind) or its proxy name refused. That is a
+// user's mistake, reported by a Warning event besides the Gateway's condition; a proxy already
+// serving is not torn down over it.
+func (r *ProvisionReconciler) keepServing(src *gwapiv1.Gateway, gw *graph.Gateway) bool {
+	accepted := meta.FindStatusCondition(gw.Conditions, string(gwapiv1.GatewayConditionAccepted))
+	if accepted == nil || accepted.Status == metav1.ConditionTrue {
+		return false
+	}
+	switch accepted.Reason {
+	case string(gwapiv1.GatewayReasonInvalidParameters), conditions.ReasonProxyNameConflict:
+		r.Recorder.Eventf(src, nil, corev1.EventTypeWarning, accepted.Reason, "Provision", "%s", accepted.Message)
+		return true
+	}
+	return false
+}
+
+// desired renders the objects the Gateway's dedicated proxy needs; none when it gets no proxy.
+func (r *ProvisionReconciler) desired(ctx context.Context, gw *graph.Gateway) ([]client.Object, error) {
+	if gw == nil || !gw.Dedicated || gw.ProxyName == "" {
+		return nil, nil
+	}
+	params := &v1alpha1.CoxswainGatewayParameters{}
+	err := r.Client.Get(ctx, gw.Parameters, params)
+	if apierrors.IsNotFound(err) {
+		return nil, nil // the next rebuild reports the missing parameters
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get parameters %s: %w", gw.Parameters, err)
+	}
+	if m, ok := provision.ModelOf(gw, params, r.Defaults()); ok {
+		return provision.Objects(m), nil
 	}
 	return nil, nil
 }

@@ -285,6 +285,7 @@ func TestReservedProxyNameIsRefused(t *testing.T) {
 
 	eventually(t, "the reserved name is refused", gatewayStatus(h, ns, "coxswain", string(gwapiv1.GatewayConditionAccepted), metav1.ConditionFalse, conditions.ReasonProxyNameConflict, ""))
 	eventually(t, "the neighbour is provisioned", func() error { return provisioned(h.c, neighbour, "neighbour-controller") })
+	eventually(t, "a ProxyNameConflict event", warningEvent(h, ns, "coxswain", conditions.ReasonProxyNameConflict))
 	for _, obj := range proxyObjects() {
 		err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: wellknown.ControllerServiceAccount}, obj)
 		if !apierrors.IsNotFound(err) {
@@ -305,18 +306,7 @@ func TestForeignObjectOfTheProxyNameIsLeftAlone(t *testing.T) {
 	h.create(&v1alpha1.CoxswainGatewayParameters{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "params"}})
 	h.create(dedicatedGateway(ns, "edge", class))
 
-	eventually(t, "a ProxyNameTaken event", func() error {
-		var list eventsv1.EventList
-		if err := h.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range list.Items {
-			if e.Reason == ReasonProxyNameTaken && e.Regarding.Name == "edge" && e.Type == corev1.EventTypeWarning {
-				return nil
-			}
-		}
-		return errors.New("no event yet")
-	})
+	eventually(t, "a ProxyNameTaken event", warningEvent(h, ns, "edge", ReasonProxyNameTaken))
 	var sa corev1.ServiceAccount
 	h.get(&sa, ns, name)
 	if len(sa.OwnerReferences) != 0 || len(sa.Labels) != 0 {
@@ -369,4 +359,44 @@ func TestDeletingTheGatewayCollectsItsProxy(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// warningEvent checks for a Warning event with reason about the Gateway ns/name.
+func warningEvent(h *gatewayAPI, ns, name, reason string) func() error {
+	return func() error {
+		var list eventsv1.EventList
+		if err := h.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Reason == reason && e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event among %d", reason, len(list.Items))
+	}
+}
+
+// Tests that a dedicated proxy already serving is not torn down when its parameters go missing:
+// the Gateway says InvalidParameters, a Warning event says why, and the objects stay.
+func TestMissingParametersDoNotTearDownAServingProxy(t *testing.T) {
+	ns := newNamespace(t)
+	h := startGatewayAPI(t, true, types.NamespacedName{})
+	startProvision(t)
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	params := &v1alpha1.CoxswainGatewayParameters{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "params"}}
+	h.create(params)
+	gw := dedicatedGateway(ns, "edge", class)
+	h.create(gw)
+	name := wellknown.DedicatedProxyName("edge", class)
+	eventually(t, "the proxy objects exist", func() error { return provisioned(h.c, gw, name) })
+
+	if err := h.c.Delete(context.Background(), params); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Gateway says InvalidParameters", gatewayStatus(h, ns, "edge", string(gwapiv1.GatewayConditionAccepted), metav1.ConditionFalse, string(gwapiv1.GatewayReasonInvalidParameters), ""))
+	eventually(t, "an InvalidParameters event", warningEvent(h, ns, "edge", string(gwapiv1.GatewayReasonInvalidParameters)))
+	if err := provisioned(h.c, gw, name); err != nil {
+		t.Errorf("the serving proxy was torn down: %v", err)
+	}
 }
