@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,10 @@ import (
 // ReasonProxyNameTaken is the reason of the Warning event on a Gateway whose dedicated proxy
 // name is held by an object the Gateway does not own; nothing is provisioned over it.
 const ReasonProxyNameTaken = "ProxyNameTaken"
+
+// errParametersLag says the graph, built from the parameters' metadata cache, found parameters
+// that the typed cache no longer holds (or not yet).
+var errParametersLag = errors.New("parameters seen by the graph are not in the cache")
 
 // ProvisionReconciler ensures each Gateway's dedicated proxy: it renders the desired objects
 // with internal/provision, applies them with server-side apply, and deletes the objects the
@@ -77,6 +82,10 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil
 	}
 	want, err := r.desired(ctx, gw)
+	if errors.Is(err, errParametersLag) {
+		// The two views of the parameters disagree for a moment; prune nothing meanwhile.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -138,7 +147,7 @@ func (r *ProvisionReconciler) desired(ctx context.Context, gw *graph.Gateway) ([
 	params := &v1alpha1.CoxswainGatewayParameters{}
 	err := r.Client.Get(ctx, gw.Parameters, params)
 	if apierrors.IsNotFound(err) {
-		return nil, nil // the next rebuild reports the missing parameters
+		return nil, errParametersLag
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get parameters %s: %w", gw.Parameters, err)
