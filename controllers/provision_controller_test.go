@@ -184,7 +184,7 @@ func TestDedicatedGatewayIsProvisioned(t *testing.T) {
 		for _, obj := range proxyObjects() {
 			err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)
 			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%T still there: %v", obj, err)
+				return fmt.Errorf("%T still there: %w", obj, err)
 			}
 		}
 		return nil
@@ -354,7 +354,7 @@ func TestDeletingTheGatewayCollectsItsProxy(t *testing.T) {
 		for _, obj := range proxyObjects() {
 			err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, obj)
 			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%T still there: %v", obj, err)
+				return fmt.Errorf("%T still there: %w", obj, err)
 			}
 		}
 		return nil

@@ -17,7 +17,7 @@ import (
 // Where the proxy's volumes are mounted: the directories of wellknown.TokenPath and
 // wellknown.TrustBundlePath.
 const (
-	tokenDir        = "/var/run/secrets/coxswain/discovery-token"
+	tokenDir        = "/var/run/secrets/coxswain/discovery-token" //nolint:gosec // a mount path, not a credential
 	trustBundleDir  = "/var/run/secrets/coxswain/trust-bundle"
 	tokenVolume     = "discovery-token"
 	trustVolume     = "trust-bundle"

@@ -185,7 +185,8 @@ func TestProgrammedWaitsForAnAddressAndAReadyProxy(t *testing.T) {
 		{
 			"a Programmed condition already False keeps its reason",
 			[]metav1.Condition{accepted, {Type: programmed.Type, Status: metav1.ConditionFalse, Reason: "Invalid"}},
-			Proxy{CheckReady: true}, metav1.ConditionFalse, "Invalid",
+			Proxy{CheckReady: true},
+			metav1.ConditionFalse, "Invalid",
 		},
 	}
 	for _, tt := range tests {

@@ -19,7 +19,7 @@ import (
 type controllerManager struct {
 	cmd  *exec.Cmd
 	dir  string
-	done chan error
+	done chan struct{}
 }
 
 // startControllerManager runs kube-controller-manager from the assets directory as a
@@ -55,8 +55,11 @@ func startControllerManager(env *envtest.Environment, assets string) (*controlle
 	if err := cmd.Start(); err != nil {
 		return nil, errors.Join(fmt.Errorf("start kube-controller-manager: %w", err), os.RemoveAll(dir))
 	}
-	cm := &controllerManager{cmd: cmd, dir: dir, done: make(chan error, 1)}
-	go func() { cm.done <- cmd.Wait() }()
+	cm := &controllerManager{cmd: cmd, dir: dir, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait() // it ends by stop's signal: its exit status says nothing
+		close(cm.done)
+	}()
 	return cm, nil
 }
 

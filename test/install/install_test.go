@@ -53,10 +53,18 @@ func (a access) String() string {
 var everything = func() []access {
 	var out []access
 	for _, r := range []struct{ group, resource string }{
-		{"", "secrets"}, {"", "configmaps"}, {"", "pods"}, {"", "services"}, {"", "serviceaccounts"},
-		{"", "endpoints"}, {"apps", "deployments"}, {"gateway.networking.k8s.io", "gateways"},
-		{"gateway.networking.k8s.io", "httproutes"}, {"gateway.coxswain.dev", "coxswainconfigs"},
-		{"coordination.k8s.io", "leases"}, {"events.k8s.io", "events"},
+		{"", "secrets"},
+		{"", "configmaps"},
+		{"", "pods"},
+		{"", "services"},
+		{"", "serviceaccounts"},
+		{"", "endpoints"},
+		{"apps", "deployments"},
+		{"gateway.networking.k8s.io", "gateways"},
+		{"gateway.networking.k8s.io", "httproutes"},
+		{"gateway.coxswain.dev", "coxswainconfigs"},
+		{"coordination.k8s.io", "leases"},
+		{"events.k8s.io", "events"},
 	} {
 		for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
 			for _, ns := range []string{wellknown.InstallNamespace, "prod"} {
