@@ -219,8 +219,11 @@ func TestDedicatedGatewayIsProgrammedOnceItHasAnAddressAndAReadyProxy(t *testing
 
 	eventually(t, "Programmed is AddressNotAssigned", gatewayStatus(h, ns, "edge", programmed, metav1.ConditionFalse, string(gwapiv1.GatewayReasonAddressNotAssigned), ""))
 
+	// No cloud controller runs: play its part and give the Service a load balancer address.
 	var svc corev1.Service
-	h.get(&svc, ns, name)
+	eventually(t, "the proxy Service exists", func() error {
+		return h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &svc)
+	})
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.9"}}
 	if err := h.c.Status().Update(context.Background(), &svc); err != nil {
 		t.Fatal(err)
