@@ -81,7 +81,7 @@ func decodeAll(r io.Reader) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// apply server-side applies objs, for real or as a dry run.
+// apply server-side applies objs, for real or as a dry run; objs are not modified.
 func apply(ctx context.Context, objs []*unstructured.Unstructured, dryRun bool) error {
 	var errs []error
 	for _, u := range objs {
@@ -89,7 +89,8 @@ func apply(ctx context.Context, objs []*unstructured.Unstructured, dryRun bool) 
 		if dryRun {
 			opts = append(opts, client.DryRunAll)
 		}
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
+		// Apply writes the answer into the object it is given: give it a copy.
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()), opts...); err != nil {
 			errs = append(errs, fmt.Errorf("%s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err))
 		}
 	}
