@@ -55,8 +55,8 @@ lint: golangci-lint ## Run golangci-lint on every module.
 	@for m in $(MODULES); do echo "lint $$m"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 
 .PHONY: test
-test: k8s-assets ## Run every test of every module against a real kube-apiserver and etcd.
-	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s"; \
+test: k8s-assets kustomize ## Run every test of every module against a real kube-apiserver and etcd.
+	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s" KUSTOMIZE="$(KUSTOMIZE)"; \
 	for m in $(MODULES); do echo "test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
 
 # Files that generators write: verify fails when regenerating them changes anything.
@@ -72,7 +72,7 @@ verify: manifests generate ## Regenerate code, manifests and go.sum; fail on any
 		echo "verify: generated files are out of date: run 'make manifests generate', 'go mod tidy' in each module, and commit"; \
 		exit 1; \
 	fi
-	go test -count=1 -run 'Golden' ./internal/graph/ ./internal/encode/
+	go test -count=1 -run 'Golden' ./internal/graph/ ./internal/encode/ ./internal/provision/
 
 .PHONY: bench
 bench: ## Benchmark the proxy against nginx and haproxy on loopback (installs what it needs); writes BENCHMARKS.md figures.
@@ -100,15 +100,33 @@ install: manifests kustomize k8s-assets ## Install our CRDs and the Gateway API 
 uninstall: manifests kustomize k8s-assets ## Remove our CRDs and the Gateway API CRDs from the configured cluster.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
+# OVERLAY picks config/overlays/<name> (external-ca, cert-manager) instead of config/default.
+OVERLAY ?=
+DEPLOY_DIR = $(if $(OVERLAY),config/overlays/$(OVERLAY),config/default)
+
 .PHONY: deploy
-deploy: manifests kustomize k8s-assets ## Deploy the operator and the shared proxy pool into the configured cluster (IMG, PROXY_IMG).
+deploy: manifests kustomize k8s-assets ## Deploy the operator and the shared proxy pool into the configured cluster (IMG, PROXY_IMG, OVERLAY).
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	cd config/proxy && $(KUSTOMIZE) edit set image proxy=$(PROXY_IMG)
-	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+	$(KUSTOMIZE) build $(DEPLOY_DIR) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: kustomize k8s-assets ## Remove the operator from the configured cluster.
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+undeploy: kustomize k8s-assets ## Remove the operator, its CRDs and namespace from the configured cluster (OVERLAY).
+	$(KUSTOMIZE) build $(DEPLOY_DIR) | $(KUBECTL) delete --ignore-not-found -f -
+
+##@ Images
+
+CONTAINER_TOOL ?= docker
+
+.PHONY: docker-build
+docker-build: ## Build the operator (IMG) and proxy (PROXY_IMG) images.
+	$(CONTAINER_TOOL) build -t $(IMG) -f Dockerfile .
+	$(CONTAINER_TOOL) build -t $(PROXY_IMG) -f Dockerfile.proxy .
+
+.PHONY: docker-push
+docker-push: ## Push the operator (IMG) and proxy (PROXY_IMG) images.
+	$(CONTAINER_TOOL) push $(IMG)
+	$(CONTAINER_TOOL) push $(PROXY_IMG)
 
 ##@ Dependencies
 

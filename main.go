@@ -6,8 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
+	"net"
 	"net/http"
 	"os"
+	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,6 +30,7 @@ import (
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/discoveryserver"
 	"coxswain.dev/coxswain/internal/identity"
+	"coxswain.dev/coxswain/internal/provision"
 	"coxswain.dev/coxswain/internal/readiness"
 	"coxswain.dev/coxswain/internal/rebuild"
 	"coxswain.dev/coxswain/internal/scopeauth"
@@ -135,6 +139,7 @@ func run(o *options) error {
 // plus the Gateway API controller's restrictions (only TLS Secrets, one CRD).
 func cacheOptions(namespace string) cache.Options {
 	byObject := controllers.GatewayAPICacheOptions()
+	maps.Copy(byObject, controllers.ProvisionCacheOptions())
 	byObject[&v1alpha1.CoxswainConfig{}] = cache.ByObject{Namespaces: map[string]cache.Config{namespace: {}}}
 	return cache.Options{ByObject: byObject}
 }
@@ -175,7 +180,8 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 			TrustCopies: disc.TrustCopies,
 			Status: &status.Writer{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
-				SharedProxyService: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
+				SharedProxyService:    types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
+				SharedProxyDeployment: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
 			},
 		},
 		Debouncer: rebuild.NewDebouncer(rebuild.DefaultInterval, nil),
@@ -184,7 +190,31 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 	if err := gw.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up Gateway API controller: %w", err)
 	}
+	prov := &controllers.ProvisionReconciler{
+		Client:          mgr.GetClient(),
+		Reader:          mgr.GetAPIReader(),
+		Defaults:        func() provision.Defaults { return proxyDefaults(o, store.Get()) },
+		DefaultsChanged: store.Subscribe(),
+		Recorder:        mgr.GetEventRecorder("coxswain"),
+	}
+	if err := prov.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up provisioning controller: %w", err)
+	}
 	return nil
+}
+
+// proxyDefaults are what a dedicated proxy gets when its parameters say nothing, and where it
+// finds the controller: the discovery Service of the operator's namespace.
+func proxyDefaults(o *options, s settings.Settings) provision.Defaults {
+	host := wellknown.DiscoveryServiceName + "." + o.namespace + ".svc"
+	return provision.Defaults{
+		Image:                    s.ProxyImage,
+		Replicas:                 s.ProxyReplicas,
+		Resources:                s.ProxyResources,
+		DiscoveryEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.StreamPort)),
+		ControllerNamespace:      o.namespace,
+		ControllerServiceAccount: o.controllerSA,
+	}
 }
 
 // discoveryServing makes a replica ready only while its discovery listeners serve, so the

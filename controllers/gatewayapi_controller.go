@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +49,7 @@ type GatewayAPIReconciler struct {
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=services;secrets;namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.coxswain.dev,resources=coxswaingatewayparameters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
@@ -95,6 +97,9 @@ func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		s, ok := o.(*corev1.Secret)
 		return ok && s.Type == corev1.SecretTypeTLS
 	})
+	proxyDeployment := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[rebuild.ProxyLabel] == rebuild.ProxyLabelValue
+	})
 	bundle := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == rebuild.GatewayClassCRDName })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gatewayapi").
@@ -104,6 +109,7 @@ func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gwapiv1.HTTPRoute{}, trigger, spec).
 		Watches(&gwapiv1.ReferenceGrant{}, trigger, spec).
 		Watches(&corev1.Service{}, trigger).
+		Watches(&appsv1.Deployment{}, trigger, builder.WithPredicates(proxyDeployment)).
 		Watches(&discoveryv1.EndpointSlice{}, trigger).
 		Watches(&corev1.Secret{}, trigger, builder.WithPredicates(tlsOnly)).
 		Watches(&corev1.Namespace{}, trigger, builder.WithPredicates(predicate.LabelChangedPredicate{})).

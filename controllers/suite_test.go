@@ -32,7 +32,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, setup))
+	os.Exit(testenv.MainWith(m, testenv.Options{ControllerManager: true}, setup))
 }
 
 func setup(restConfig *rest.Config) (err error) {

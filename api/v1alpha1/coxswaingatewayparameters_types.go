@@ -7,7 +7,8 @@ import (
 
 // CoxswainGatewayParametersSpec describes the dedicated proxy of a Gateway.
 type CoxswainGatewayParametersSpec struct {
-	// Replicas is the number of proxy pods. Default: the CoxswainConfig proxy default.
+	// Replicas is the number of proxy pods; above one, a PodDisruptionBudget keeps at least one
+	// available. Default: the CoxswainConfig proxy default.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Replicas *int32 `json:"replicas,omitempty"`
@@ -25,6 +26,20 @@ type CoxswainGatewayParametersSpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
 	ServiceType *corev1.ServiceType `json:"serviceType,omitempty"`
+
+	// NodeSelector constrains the proxy pods to nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let the proxy pods run on tainted nodes.
+	// +optional
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity is the proxy pods' scheduling affinity. Default: prefer spreading the pods of one
+	// proxy across nodes.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
 	// Labels are added to every object provisioned for the proxy.
 	// +optional

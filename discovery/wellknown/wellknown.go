@@ -63,9 +63,3 @@ const (
 	// CAModeExternal consumes an existing CA Secret and fails closed without it.
 	CAModeExternal CAMode = "External"
 )
-
-// DedicatedProxyName is the name of the Deployment, Service and ServiceAccount of a Gateway's
-// dedicated proxy (GEP-1762): "<gateway>-<gatewayclass>".
-func DedicatedProxyName(gateway, gatewayClass string) string {
-	return gateway + "-" + gatewayClass
-}

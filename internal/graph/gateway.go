@@ -23,8 +23,13 @@ type Gateway struct {
 	// Dedicated is true when the Gateway (or its class) references a CoxswainGatewayParameters
 	// and so is served by its own proxy named ProxyName instead of the shared pool.
 	Dedicated bool
+	// ProxyName names the dedicated proxy's ServiceAccount, Deployment and Service; empty when
+	// the Gateway is not dedicated or its proxy name is refused (see refuseProxyNameConflicts).
 	ProxyName string
-	Listeners []*Listener
+	// Parameters is the CoxswainGatewayParameters of a dedicated Gateway: its own
+	// spec.infrastructure.parametersRef, else its class's.
+	Parameters types.NamespacedName
+	Listeners  []*Listener
 	// Conditions are the Gateway-level conditions, final once Build returns.
 	Conditions []metav1.Condition
 	// problem is the Gateway-level reason not to accept it, found before listeners are built.
@@ -52,7 +57,7 @@ func (b *builder) buildGateways() []*Gateway {
 }
 
 func (b *builder) newGateway(src *gwapiv1.Gateway, class *GatewayClass) *Gateway {
-	gw := &Gateway{Source: src, Class: class, Dedicated: class.Dedicated}
+	gw := &Gateway{Source: src, Class: class, Dedicated: class.Dedicated, Parameters: class.Parameters}
 	gw.problem = b.gatewayProblem(gw)
 	if gw.Dedicated {
 		gw.ProxyName = wellknown.DedicatedProxyName(src.Name, class.Source.Name)
@@ -73,14 +78,26 @@ func (b *builder) gatewayProblem(gw *Gateway) *metav1.Condition {
 			return ptr(conditions.NewGatewayInvalidParameters(msg))
 		}
 		gw.Dedicated = true
+		gw.Parameters = types.NamespacedName{Namespace: gw.Source.Namespace, Name: spec.Infrastructure.ParametersRef.Name}
 	}
-	if len(spec.Addresses) > 0 {
+	if requestsAddress(spec.Addresses) {
 		return ptr(conditions.NewGatewayUnsupportedAddress("spec.addresses is not supported; addresses are assigned by the proxy Service"))
 	}
 	if spec.TLS != nil && spec.TLS.Frontend != nil {
 		return ptr(conditions.NewGatewayInvalid("spec.tls.frontend (client certificate validation) is not supported"))
 	}
 	return nil
+}
+
+// requestsAddress reports whether spec.addresses asks for a specific address. An entry with an
+// empty value asks for nothing (GatewayAddressEmpty) and is accepted.
+func requestsAddress(addresses []gwapiv1.GatewaySpecAddress) bool {
+	for _, a := range addresses {
+		if a.Value != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *builder) checkGatewayParameters(namespace string, ref *gwapiv1.LocalParametersReference) string {

@@ -22,7 +22,9 @@ type GatewayClass struct {
 	Accepted bool
 	// Dedicated is true when parametersRef names a CoxswainGatewayParameters: every Gateway of
 	// the class then gets its own proxy.
-	Dedicated  bool
+	Dedicated bool
+	// Parameters is the CoxswainGatewayParameters the class names, when Dedicated.
+	Parameters types.NamespacedName
 	Conditions []metav1.Condition
 }
 
@@ -84,6 +86,7 @@ func (b *builder) newGatewayClass(src *gwapiv1.GatewayClass) *GatewayClass {
 			accepted = conditions.NewGatewayClassInvalidParameters(msg)
 		} else {
 			gc.Dedicated = true
+			gc.Parameters = types.NamespacedName{Namespace: string(*ref.Namespace), Name: ref.Name}
 		}
 	}
 	gc.Conditions = conditions.Stamp([]metav1.Condition{accepted, b.versionCondition()}, src.Generation)

@@ -54,6 +54,7 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 	g := &Graph{ControllerName: b.opts.ControllerName}
 	g.GatewayClasses = b.buildGatewayClasses()
 	g.Gateways = b.buildGateways()
+	refuseProxyNameConflicts(g.Gateways)
 	g.HTTPRoutes = b.buildHTTPRoutes()
 	for _, gw := range g.Gateways {
 		gw.finish()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,13 @@ import (
 
 // BundleVersionAnnotation is the annotation of the Gateway API CRDs that names their release.
 const BundleVersionAnnotation = "gateway.networking.k8s.io/bundle-version"
+
+// ProxyLabel and ProxyLabelValue mark the proxy Deployments (dedicated and shared) that Load
+// keeps.
+const (
+	ProxyLabel      = "app.kubernetes.io/name"
+	ProxyLabelValue = "coxswain"
+)
 
 // GatewayClassCRDName is the CRD whose bundle version the GatewayClass SupportedVersion
 // condition reports.
@@ -51,9 +59,10 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 		secrets    corev1.SecretList
 		namespaces corev1.NamespaceList
 		params     metav1.PartialObjectMetadataList
+		proxies    appsv1.DeploymentList
 	)
 	params.SetGroupVersionKind(GatewayParametersGVK.GroupVersion().WithKind(GatewayParametersGVK.Kind + "List"))
-	for _, list := range []client.ObjectList{&classes, &gateways, &routes, &grants, &services, &slices, &secrets, &namespaces, &params} {
+	for _, list := range []client.ObjectList{&classes, &gateways, &routes, &grants, &services, &slices, &secrets, &namespaces, &params, &proxies} {
 		if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			return Input{}, fmt.Errorf("list %T: %w", list, err)
 		}
@@ -66,6 +75,11 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 	fill(cs.EndpointSlices, slices.Items)
 	fill(cs.Namespaces, namespaces.Items)
 	fill(cs.GatewayParameters, params.Items)
+	for i := range proxies.Items {
+		if d := &proxies.Items[i]; d.Labels[ProxyLabel] == ProxyLabelValue {
+			cs.Deployments[state.Key(d)] = d
+		}
+	}
 	for i := range secrets.Items {
 		if s := &secrets.Items[i]; s.Type == corev1.SecretTypeTLS {
 			cs.Secrets[state.Key(s)] = s

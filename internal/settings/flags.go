@@ -58,7 +58,7 @@ func RegisterFlags(fs *flag.FlagSet, lookup func(string) (string, bool)) *Flags 
 		"Port of the mTLS snapshot stream listener. Env "+EnvPort+".")
 	fs.IntVar(&f.bootstrapPort, "discovery-bootstrap-port", envPort(EnvBootstrapPort, d.BootstrapPort),
 		"Port of the bootstrap listener. Env "+EnvBootstrapPort+".")
-	fs.StringVar(&f.proxyImage, "proxy-image", d.ProxyImage, "Default proxy container image.")
+	fs.StringVar(&f.proxyImage, "proxy-image", env(EnvProxyImage, d.ProxyImage), "Default proxy container image. Env "+EnvProxyImage+".")
 	fs.IntVar(&f.proxyReplicas, "proxy-replicas", int(d.ProxyReplicas), "Default number of proxy pods.")
 	f.envErr = errors.Join(errs...)
 	return f

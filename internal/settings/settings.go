@@ -22,6 +22,7 @@ const (
 	EnvTrustDomain   = "COXSWAIN_DISCOVERY_TRUST_DOMAIN"
 	EnvPort          = "COXSWAIN_DISCOVERY_PORT"
 	EnvBootstrapPort = "COXSWAIN_DISCOVERY_BOOTSTRAP_PORT"
+	EnvProxyImage    = "COXSWAIN_PROXY_IMAGE"
 )
 
 // DefaultProxyImage is the proxy image used when nothing else names one.

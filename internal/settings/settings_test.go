@@ -38,11 +38,11 @@ func TestFlagsAndEnvironment(t *testing.T) {
 			name: "the environment replaces the defaults",
 			env: map[string]string{
 				EnvCAMode: "external", EnvCASecret: "my-ca", EnvSVIDTTL: "2h", EnvTrustDomain: "example.org",
-				EnvPort: "6000", EnvBootstrapPort: "6001",
+				EnvPort: "6000", EnvBootstrapPort: "6001", EnvProxyImage: "registry.example/proxy:v1",
 			},
 			want: withDefaults(func(s *Settings) {
 				s.CAMode, s.CASecretName, s.SVIDTTL, s.TrustDomain = v1alpha1.CAModeExternal, "my-ca", 2*time.Hour, "example.org"
-				s.Port, s.BootstrapPort = 6000, 6001
+				s.Port, s.BootstrapPort, s.ProxyImage = 6000, 6001, "registry.example/proxy:v1"
 			}),
 		},
 		{

@@ -1,6 +1,7 @@
 package state
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,9 @@ type ClusterState struct {
 	// matters to the pipeline (it decides dedicated versus shared scope), so metadata is enough
 	// and a metadata-only watch can fill it.
 	GatewayParameters map[types.NamespacedName]*metav1.PartialObjectMetadata
+	// Deployments are the proxy Deployments (labelled app.kubernetes.io/name=coxswain), whose
+	// readiness a Gateway's Programmed condition waits for.
+	Deployments map[types.NamespacedName]*appsv1.Deployment
 }
 
 // New returns an empty ClusterState with every map allocated.
@@ -39,6 +43,7 @@ func New() *ClusterState {
 		Secrets:           map[types.NamespacedName]*corev1.Secret{},
 		Namespaces:        map[types.NamespacedName]*corev1.Namespace{},
 		GatewayParameters: map[types.NamespacedName]*metav1.PartialObjectMetadata{},
+		Deployments:       map[types.NamespacedName]*appsv1.Deployment{},
 	}
 }
 

@@ -1,27 +1,33 @@
 package status
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/internal/graph/conditions"
 )
 
-// Addresses returns the addresses a Gateway is reached at through its proxy Service: the load
-// balancer ingress when there is one, the cluster IPs otherwise, none without a Service.
+// Addresses returns the addresses a Gateway is reached at through its proxy Service: for a
+// LoadBalancer Service its load balancer ingress only (its cluster IP is not what clients can
+// reach, so none is reported until the ingress exists), for any other type its cluster IPs;
+// none without a Service.
 func Addresses(svc *corev1.Service) []gwapiv1.GatewayStatusAddress {
 	if svc == nil {
 		return nil
 	}
 	var out []gwapiv1.GatewayStatusAddress
-	for _, ing := range svc.Status.LoadBalancer.Ingress {
-		switch {
-		case ing.IP != "":
-			out = append(out, address(gwapiv1.IPAddressType, ing.IP))
-		case ing.Hostname != "":
-			out = append(out, address(gwapiv1.HostnameAddressType, ing.Hostname))
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			switch {
+			case ing.IP != "":
+				out = append(out, address(gwapiv1.IPAddressType, ing.IP))
+			case ing.Hostname != "":
+				out = append(out, address(gwapiv1.HostnameAddressType, ing.Hostname))
+			}
 		}
-	}
-	if len(out) > 0 {
 		return out
 	}
 	for _, ip := range svc.Spec.ClusterIPs {
@@ -34,4 +40,39 @@ func Addresses(svc *corev1.Service) []gwapiv1.GatewayStatusAddress {
 
 func address(t gwapiv1.AddressType, value string) gwapiv1.GatewayStatusAddress {
 	return gwapiv1.GatewayStatusAddress{Type: ptr.To(t), Value: value}
+}
+
+// Proxy is what a Gateway's Programmed condition waits for besides its configuration.
+type Proxy struct {
+	// Addresses are the Gateway's addresses, from its proxy Service.
+	Addresses []gwapiv1.GatewayStatusAddress
+	// CheckReady says whether Deployment is known to be the Gateway's proxy; when false (the
+	// writer was not told the shared pool's Deployment) readiness is not checked.
+	CheckReady bool
+	Deployment *appsv1.Deployment
+}
+
+// Programmed returns want with its Programmed condition made False while the proxy cannot
+// serve yet: AddressNotAssigned until an address exists, ProxyNotReady until at least one proxy
+// replica is ready. A Programmed condition already False is kept: its reason comes first.
+func Programmed(want []metav1.Condition, p Proxy) []metav1.Condition {
+	out := make([]metav1.Condition, len(want))
+	copy(out, want)
+	for i, c := range out {
+		if c.Type != string(gwapiv1.GatewayConditionProgrammed) || c.Status != metav1.ConditionTrue {
+			continue
+		}
+		var next *metav1.Condition
+		switch {
+		case len(p.Addresses) == 0:
+			next = ptr.To(conditions.NewGatewayNotProgrammedAddressNotAssigned("The proxy Service has no address yet"))
+		case p.CheckReady && (p.Deployment == nil || p.Deployment.Status.ReadyReplicas == 0):
+			next = ptr.To(conditions.NewGatewayNotProgrammedProxyNotReady("No proxy replica is ready yet"))
+		}
+		if next != nil {
+			next.ObservedGeneration = c.ObservedGeneration
+			out[i] = *next
+		}
+	}
+	return out
 }

@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -131,9 +133,19 @@ func TestAddresses(t *testing.T) {
 		{"a ClusterIP Service gives its cluster IPs", &corev1.Service{Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.0.0.1", "fd00::1"}}}, []gwapiv1.GatewayStatusAddress{ip("10.0.0.1"), ip("fd00::1")}},
 		{"a headless Service gives no address", &corev1.Service{Spec: corev1.ServiceSpec{ClusterIPs: []string{corev1.ClusterIPNone}}}, nil},
 		{
-			"a load balancer's ingress wins over the cluster IP",
+			"a LoadBalancer Service without ingress gives no address, never its cluster IP",
+			&corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIPs: []string{"10.0.0.1"}}},
+			nil,
+		},
+		{
+			"a NodePort Service gives its cluster IP",
+			&corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIPs: []string{"10.0.0.1"}}},
+			[]gwapiv1.GatewayStatusAddress{ip("10.0.0.1")},
+		},
+		{
+			"a LoadBalancer Service gives its load balancer's ingress",
 			&corev1.Service{
-				Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.0.0.1"}},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIPs: []string{"10.0.0.1"}},
 				Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
 					{IP: "203.0.113.7"}, {Hostname: "lb.example.com"},
 				}}},
@@ -146,6 +158,50 @@ func TestAddresses(t *testing.T) {
 			t.Parallel()
 			if diff := cmp.Diff(tt.want, Addresses(tt.svc)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestProgrammedWaitsForAnAddressAndAReadyProxy(t *testing.T) {
+	t.Parallel()
+	programmed := metav1.Condition{Type: string(gwapiv1.GatewayConditionProgrammed), Status: metav1.ConditionTrue, Reason: "Programmed", ObservedGeneration: 4}
+	accepted := metav1.Condition{Type: string(gwapiv1.GatewayConditionAccepted), Status: metav1.ConditionTrue, Reason: "Accepted"}
+	addrs := []gwapiv1.GatewayStatusAddress{address(gwapiv1.IPAddressType, "203.0.113.7")}
+	ready := &appsv1.Deployment{Status: appsv1.DeploymentStatus{ReadyReplicas: 1}}
+	notReady := &appsv1.Deployment{Status: appsv1.DeploymentStatus{Replicas: 2}}
+	tests := []struct {
+		name       string
+		want       []metav1.Condition
+		proxy      Proxy
+		status     metav1.ConditionStatus
+		wantReason string
+	}{
+		{"no address is AddressNotAssigned", []metav1.Condition{accepted, programmed}, Proxy{CheckReady: true, Deployment: ready}, metav1.ConditionFalse, string(gwapiv1.GatewayReasonAddressNotAssigned)},
+		{"no ready replica is ProxyNotReady", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true, Deployment: notReady}, metav1.ConditionFalse, "ProxyNotReady"},
+		{"no Deployment at all is ProxyNotReady", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true}, metav1.ConditionFalse, "ProxyNotReady"},
+		{"an address and a ready replica keep Programmed", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true, Deployment: ready}, metav1.ConditionTrue, "Programmed"},
+		{"readiness is not checked when the proxy is unknown", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs}, metav1.ConditionTrue, "Programmed"},
+		{
+			"a Programmed condition already False keeps its reason",
+			[]metav1.Condition{accepted, {Type: programmed.Type, Status: metav1.ConditionFalse, Reason: "Invalid"}},
+			Proxy{CheckReady: true},
+			metav1.ConditionFalse, "Invalid",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := Programmed(tt.want, tt.proxy)
+			c := meta.FindStatusCondition(got, programmed.Type)
+			if c == nil || c.Status != tt.status || c.Reason != tt.wantReason {
+				t.Fatalf("Programmed = %+v, want %s/%s", c, tt.status, tt.wantReason)
+			}
+			if tt.want[1].Status == metav1.ConditionTrue && c.ObservedGeneration != programmed.ObservedGeneration {
+				t.Errorf("observedGeneration %d, want %d", c.ObservedGeneration, programmed.ObservedGeneration)
+			}
+			if diff := cmp.Diff(tt.want[0], got[0]); diff != "" {
+				t.Errorf("Accepted changed (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -29,6 +29,10 @@ type Writer struct {
 	// SharedProxyService is the Service of the shared proxy pool, whose addresses shared pool
 	// Gateways report. When zero, their addresses are left as they are.
 	SharedProxyService types.NamespacedName
+	// SharedProxyDeployment is the Deployment of the shared proxy pool, whose readiness shared
+	// pool Gateways wait for before they are Programmed. It is not checked while no such
+	// Deployment exists.
+	SharedProxyDeployment types.NamespacedName
 	// Now is the clock of LastTransitionTime, time.Now when nil.
 	Now func() time.Time
 }
@@ -76,14 +80,24 @@ func (w *Writer) writeGatewayClass(ctx context.Context, src *gwapiv1.GatewayClas
 }
 
 func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *gwapiv1.Gateway, want gwapiv1.GatewayStatus, proxy types.NamespacedName, now metav1.Time) (bool, error) {
+	deployment, checkReady := proxy, true
 	if proxy == (types.NamespacedName{}) {
-		proxy = w.SharedProxyService
+		// The shared pool is installed, not provisioned: when it does not run as a Deployment
+		// (a local run with proxies as processes), its readiness is not known here.
+		proxy, deployment = w.SharedProxyService, w.SharedProxyDeployment
+		_, checkReady = cs.Deployments[deployment]
 	}
 	return write(ctx, w, "Gateway", src, func(obj *gwapiv1.Gateway) {
 		addresses := obj.Status.Addresses
 		if proxy != (types.NamespacedName{}) {
 			addresses = Addresses(cs.Services[proxy])
 		}
+		want := *want.DeepCopy()
+		want.Conditions = Programmed(want.Conditions, Proxy{
+			Addresses:  addresses,
+			CheckReady: checkReady,
+			Deployment: cs.Deployments[deployment],
+		})
 		obj.Status = Gateway(obj.Status, want, addresses, now)
 	})
 }

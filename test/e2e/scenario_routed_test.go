@@ -47,7 +47,7 @@ func (s *suite) routeIsServed(t *testing.T) {
 	s.backend = backend
 	s.t.Cleanup(func() { _ = backend.Close() })
 	svc, slice := BackendService(appNamespace, serviceName, backend)
-	for _, obj := range []client.Object{GatewayClass(className), Gateway(appNamespace, gatewayName, className, GatewayPort), svc, slice} {
+	for _, obj := range []client.Object{GatewayClass(className), SharedPoolService(GatewayPort), Gateway(appNamespace, gatewayName, className, GatewayPort), svc, slice} {
 		if err := s.cluster.Client.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,14 @@ import (
 // is not accepted; the spec lists no reason for that case.
 const ReasonInvalidGatewayClass = "InvalidGatewayClass"
 
+// ReasonProxyNameConflict is used with a Gateway's Accepted condition when the name of its
+// dedicated proxy is reserved or taken by another Gateway's proxy.
+const ReasonProxyNameConflict = "ProxyNameConflict"
+
+// ReasonProxyNotReady is used with a Gateway's Programmed condition while no replica of its
+// proxy is ready.
+const ReasonProxyNotReady = "ProxyNotReady"
+
 func newCondition(condType string, status metav1.ConditionStatus, reason, message string) metav1.Condition {
 	return metav1.Condition{Type: condType, Status: status, Reason: reason, Message: message}
 }

@@ -40,6 +40,12 @@ func NewGatewayInvalid(msg string) metav1.Condition {
 	return falsity(gatewayAccepted, string(gwapiv1.GatewayReasonInvalid), msg)
 }
 
+// NewGatewayProxyNameConflict says the name of the Gateway's dedicated proxy is reserved or
+// already taken, so no proxy is provisioned for it.
+func NewGatewayProxyNameConflict(msg string) metav1.Condition {
+	return falsity(gatewayAccepted, ReasonProxyNameConflict, msg)
+}
+
 // NewGatewayInvalidGatewayClass says the Gateway's class is ours but not accepted.
 func NewGatewayInvalidGatewayClass() metav1.Condition {
 	return falsity(gatewayAccepted, ReasonInvalidGatewayClass, "GatewayClass is not accepted")
@@ -53,4 +59,14 @@ func NewGatewayProgrammed() metav1.Condition {
 // NewGatewayNotProgrammedInvalid says the Gateway produces no configuration.
 func NewGatewayNotProgrammedInvalid(msg string) metav1.Condition {
 	return falsity(gatewayProgrammed, string(gwapiv1.GatewayReasonInvalid), msg)
+}
+
+// NewGatewayNotProgrammedAddressNotAssigned says the Gateway's proxy Service has no address yet.
+func NewGatewayNotProgrammedAddressNotAssigned(msg string) metav1.Condition {
+	return falsity(gatewayProgrammed, string(gwapiv1.GatewayReasonAddressNotAssigned), msg)
+}
+
+// NewGatewayNotProgrammedProxyNotReady says no replica of the Gateway's proxy is ready yet.
+func NewGatewayNotProgrammedProxyNotReady(msg string) metav1.Condition {
+	return falsity(gatewayProgrammed, ReasonProxyNotReady, msg)
 }

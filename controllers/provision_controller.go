@@ -1,0 +1,328 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/api/v1alpha1"
+	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/graph/conditions"
+	"coxswain.dev/coxswain/internal/provision"
+	"coxswain.dev/coxswain/internal/rebuild"
+)
+
+// ReasonProxyNameTaken is the reason of the Warning event on a Gateway whose dedicated proxy
+// name is held by an object the Gateway does not own; nothing is provisioned over it.
+const ReasonProxyNameTaken = "ProxyNameTaken"
+
+// errParametersLag says the graph, built from the parameters' metadata cache, found parameters
+// that the typed cache no longer holds (or not yet).
+var errParametersLag = errors.New("parameters seen by the graph are not in the cache")
+
+// ProvisionReconciler ensures each Gateway's dedicated proxy: it renders the desired objects
+// with internal/provision, applies them with server-side apply, and deletes the objects the
+// Gateway owns that are no longer wanted. It runs on the leader only.
+type ProvisionReconciler struct {
+	// Client reads the informer cache and writes.
+	Client client.Client
+	// Reader reads past the cache (mgr.GetAPIReader()): the cache holds only our labelled
+	// objects, and a name may be taken by an object without our labels.
+	Reader client.Reader
+	Graph  graph.Options
+	// Defaults returns the current operator-wide proxy settings.
+	Defaults func() provision.Defaults
+	// DefaultsChanged, when set, receives a value after each change of what Defaults returns
+	// (settings.Store.Subscribe()); every Gateway is then reconciled again.
+	DefaultsChanged <-chan struct{}
+	Recorder        events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups="",resources=serviceaccounts;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways/finalizers,verbs=update
+
+// Reconcile makes the dedicated proxy objects of one Gateway what the graph wants.
+func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	in, err := rebuild.Load(ctx, r.Client)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read cluster state: %w", err)
+	}
+	src, ok := in.State.Gateways[req.NamespacedName]
+	if !ok {
+		return ctrl.Result{}, nil // deleted: the garbage collector removes what it owned
+	}
+	gw := r.build(in, req.NamespacedName)
+	if gw != nil && r.keepServing(src, gw) {
+		return ctrl.Result{}, nil
+	}
+	want, err := r.desired(ctx, gw)
+	if errors.Is(err, errParametersLag) {
+		// The two views of the parameters disagree for a moment; prune nothing meanwhile.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	taken, err := r.taken(ctx, src, want)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if taken != nil {
+		msg := fmt.Sprintf("%s %s/%s exists and is not owned by this Gateway; no proxy is provisioned over it",
+			kindOf(taken), taken.GetNamespace(), taken.GetName())
+		r.Recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonProxyNameTaken, "Provision", "%s", msg)
+		log.FromContext(ctx).Info("Refused to provision over a foreign object", "object", client.ObjectKeyFromObject(taken), "kind", kindOf(taken))
+		return ctrl.Result{}, nil
+	}
+	for _, obj := range want {
+		if err := r.apply(ctx, obj); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, r.prune(ctx, src, want)
+}
+
+// build returns the Gateway of key in the graph of in, nil when it is not one of ours.
+func (r *ProvisionReconciler) build(in rebuild.Input, key types.NamespacedName) *graph.Gateway {
+	opts := r.Graph
+	if in.CRDBundleVersion != "" {
+		opts.CRDBundleVersion = in.CRDBundleVersion
+	}
+	for _, gw := range graph.Build(in.State, opts).Gateways {
+		if gw.Key() == key {
+			return gw
+		}
+	}
+	return nil
+}
+
+// keepServing reports whether the Gateway's proxy objects are to be left exactly as they are:
+// its parameters are broken (missing, or a foreign kind) or its proxy name refused. That is a
+// user's mistake, reported by a Warning event besides the Gateway's condition; a proxy already
+// serving is not torn down over it.
+func (r *ProvisionReconciler) keepServing(src *gwapiv1.Gateway, gw *graph.Gateway) bool {
+	accepted := meta.FindStatusCondition(gw.Conditions, string(gwapiv1.GatewayConditionAccepted))
+	if accepted == nil || accepted.Status == metav1.ConditionTrue {
+		return false
+	}
+	switch accepted.Reason {
+	case string(gwapiv1.GatewayReasonInvalidParameters), conditions.ReasonProxyNameConflict:
+		r.Recorder.Eventf(src, nil, corev1.EventTypeWarning, accepted.Reason, "Provision", "%s", accepted.Message)
+		return true
+	}
+	return false
+}
+
+// desired renders the objects the Gateway's dedicated proxy needs; none when it gets no proxy.
+func (r *ProvisionReconciler) desired(ctx context.Context, gw *graph.Gateway) ([]client.Object, error) {
+	if gw == nil || !gw.Dedicated || gw.ProxyName == "" {
+		return nil, nil
+	}
+	params := &v1alpha1.CoxswainGatewayParameters{}
+	err := r.Client.Get(ctx, gw.Parameters, params)
+	if apierrors.IsNotFound(err) {
+		return nil, errParametersLag
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get parameters %s: %w", gw.Parameters, err)
+	}
+	if m, ok := provision.ModelOf(gw, params, r.Defaults()); ok {
+		return provision.Objects(m), nil
+	}
+	return nil, nil
+}
+
+// taken returns the first object of want whose name is held by an object the Gateway does not
+// control, read past the cache; nil when there is none.
+func (r *ProvisionReconciler) taken(ctx context.Context, gw *gwapiv1.Gateway, want []client.Object) (client.Object, error) {
+	for _, obj := range want {
+		cur := obj.DeepCopyObject().(client.Object)
+		err := r.Reader.Get(ctx, client.ObjectKeyFromObject(obj), cur)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err)
+		case !controlledBy(cur, gw):
+			return obj, nil
+		}
+	}
+	return nil, nil
+}
+
+// apply server-side applies obj with our field manager, taking back any field edited by hand.
+func (r *ProvisionReconciler) apply(ctx context.Context, obj client.Object) error {
+	ac, err := applyConfiguration(obj)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Apply(ctx, ac, client.FieldOwner(provision.FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply %s %s: %w", kindOf(obj), client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
+
+func kindOf(obj client.Object) string {
+	return obj.GetObjectKind().GroupVersionKind().Kind
+}
+
+// applyConfiguration turns a rendered object into an apply configuration without status.
+func applyConfiguration(obj client.Object) (runtime.ApplyConfiguration, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("convert %T: %w", obj, err)
+	}
+	delete(u, "status")
+	unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u, "spec", "template", "metadata", "creationTimestamp")
+	return client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u}), nil
+}
+
+// prune deletes the proxy objects the Gateway controls that want does not hold.
+func (r *ProvisionReconciler) prune(ctx context.Context, gw *gwapiv1.Gateway, want []client.Object) error {
+	keep := map[string]bool{}
+	for _, obj := range want {
+		keep[fmt.Sprintf("%T/%s", obj, obj.GetName())] = true
+	}
+	sel := client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(labels.Set{
+		provision.ManagedByLabel: provision.ManagedBy, provision.ComponentLabel: provision.Component,
+	})}
+	var errs []error
+	for _, list := range []client.ObjectList{&corev1.ServiceAccountList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{}} {
+		if err := r.Client.List(ctx, list, client.InNamespace(gw.Namespace), sel); err != nil {
+			errs = append(errs, fmt.Errorf("list %T: %w", list, err))
+			continue
+		}
+		errs = append(errs, forEachItem(list, func(obj client.Object) error {
+			if !controlledBy(obj, gw) || keep[fmt.Sprintf("%T/%s", obj, obj.GetName())] {
+				return nil
+			}
+			log.FromContext(ctx).Info("Deleting proxy object no longer wanted", "object", client.ObjectKeyFromObject(obj), "type", fmt.Sprintf("%T", obj))
+			return client.IgnoreNotFound(r.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}))
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+func forEachItem(list client.ObjectList, fn func(client.Object) error) error {
+	var errs []error
+	switch l := list.(type) {
+	case *corev1.ServiceAccountList:
+		for i := range l.Items {
+			errs = append(errs, fn(&l.Items[i]))
+		}
+	case *appsv1.DeploymentList:
+		for i := range l.Items {
+			errs = append(errs, fn(&l.Items[i]))
+		}
+	case *corev1.ServiceList:
+		for i := range l.Items {
+			errs = append(errs, fn(&l.Items[i]))
+		}
+	case *policyv1.PodDisruptionBudgetList:
+		for i := range l.Items {
+			errs = append(errs, fn(&l.Items[i]))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func controlledBy(obj metav1.Object, gw *gwapiv1.Gateway) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == gw.UID
+}
+
+// SetupWithManager registers the reconciler: a Gateway is reconciled when it, the objects it
+// owns, or anything that can change its listeners or parameters changes.
+func (r *ProvisionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	allGateways := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list gwapiv1.GatewayList
+		if err := r.Client.List(ctx, &list); err != nil {
+			log.FromContext(ctx).Error(err, "Failed to list Gateways")
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+		return out
+	})
+	tlsOnly := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		s, ok := o.(*corev1.Secret)
+		return ok && s.Type == corev1.SecretTypeTLS
+	})
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.DefaultsChanged != nil {
+		b = b.WatchesRawSource(source.Func(func(ctx context.Context, q queue) error {
+			go r.requeueOnChange(ctx, q)
+			return nil
+		}))
+	}
+	return b.
+		Named("provision").
+		For(&gwapiv1.Gateway{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&gwapiv1.GatewayClass{}, allGateways, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.CoxswainGatewayParameters{}, allGateways, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&gwapiv1.ReferenceGrant{}, allGateways).
+		Watches(&corev1.Secret{}, allGateways, builder.WithPredicates(tlsOnly)).
+		Complete(r)
+}
+
+// requeueOnChange reconciles every Gateway after each change of the defaults.
+func (r *ProvisionReconciler) requeueOnChange(ctx context.Context, q queue) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.DefaultsChanged:
+			var list gwapiv1.GatewayList
+			if err := r.Client.List(ctx, &list); err != nil {
+				log.FromContext(ctx).Error(err, "Failed to list Gateways")
+				continue
+			}
+			for i := range list.Items {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+		}
+	}
+}
+
+// ProvisionCacheOptions returns the cache restrictions of the provisioned kinds: only objects
+// labelled app.kubernetes.io/name=coxswain (ours and the shared pool's) are cached.
+func ProvisionCacheOptions() map[client.Object]cache.ByObject {
+	ours := labels.SelectorFromSet(labels.Set{provision.NameLabel: "coxswain"})
+	return map[client.Object]cache.ByObject{
+		&corev1.ServiceAccount{}:        {Label: ours},
+		&appsv1.Deployment{}:            {Label: ours},
+		&policyv1.PodDisruptionBudget{}: {Label: ours},
+	}
+}

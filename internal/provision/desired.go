@@ -1,0 +1,227 @@
+package provision
+
+import (
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"coxswain.dev/coxswain/discovery/wellknown"
+)
+
+// Where the proxy's volumes are mounted: the directories of wellknown.TokenPath and
+// wellknown.TrustBundlePath.
+const (
+	tokenDir        = "/var/run/secrets/coxswain/discovery-token" //nolint:gosec // a mount path, not a credential
+	trustBundleDir  = "/var/run/secrets/coxswain/trust-bundle"
+	tokenVolume     = "discovery-token"
+	trustVolume     = "trust-bundle"
+	tokenLifetime   = 3600 // seconds; the kubelet rotates the token at 80% of it
+	containerName   = "proxy"
+	healthPortName  = "health"
+	nonRootUser     = 65532 // distroless nonroot
+	lowPortsSysctl  = "net.ipv4.ip_unprivileged_port_start"
+	portNamePrefix  = "p"
+	terminationWait = 30
+)
+
+// Objects returns every object the model wants, in apply order.
+func Objects(m Model) []Object {
+	out := []Object{DesiredServiceAccount(m), DesiredDeployment(m), DesiredService(m)}
+	if pdb := DesiredPodDisruptionBudget(m); pdb != nil {
+		out = append(out, pdb)
+	}
+	return out
+}
+
+// DesiredServiceAccount is the proxy's identity. Its token is never automounted: the proxy
+// reads only the projected token of audience coxswain-discovery, and holds no Kubernetes verbs.
+func DesiredServiceAccount(m Model) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{
+		TypeMeta:                     metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta:                   m.objectMeta(),
+		AutomountServiceAccountToken: ptr.To(false),
+	}
+}
+
+// DesiredService exposes the accepted listener ports of the Gateway; its address is the
+// Gateway's.
+func DesiredService(m Model) *corev1.Service {
+	ports := make([]corev1.ServicePort, 0, len(m.Ports))
+	for _, p := range m.Ports {
+		ports = append(ports, corev1.ServicePort{
+			Name: portName(p), Protocol: corev1.ProtocolTCP, Port: p, TargetPort: intstr.FromInt32(p),
+		})
+	}
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: m.objectMeta(),
+		Spec: corev1.ServiceSpec{
+			Type:     m.serviceType(),
+			Selector: m.selector(),
+			Ports:    ports,
+		},
+	}
+}
+
+// DesiredPodDisruptionBudget keeps all but one proxy pod available during voluntary
+// disruptions; nil at one replica or fewer, where it would block node drains.
+func DesiredPodDisruptionBudget(m Model) *policyv1.PodDisruptionBudget {
+	if m.replicas() <= 1 {
+		return nil
+	}
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: m.objectMeta(),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: m.selector()},
+		},
+	}
+}
+
+// DesiredDeployment runs the proxy pods.
+func DesiredDeployment(m Model) *appsv1.Deployment {
+	meta := m.objectMeta()
+	podLabels := m.labels()
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(m.replicas()),
+			Selector: &metav1.LabelSelector{MatchLabels: m.selector()},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: meta.Annotations},
+				Spec:       m.podSpec(),
+			},
+		},
+	}
+}
+
+func (m Model) podSpec() corev1.PodSpec {
+	return corev1.PodSpec{
+		ServiceAccountName:            m.Name,
+		AutomountServiceAccountToken:  ptr.To(false),
+		EnableServiceLinks:            ptr.To(false),
+		TerminationGracePeriodSeconds: ptr.To[int64](terminationWait),
+		SecurityContext:               m.podSecurityContext(),
+		Containers:                    []corev1.Container{m.container()},
+		Volumes:                       volumes(),
+		NodeSelector:                  m.Params.NodeSelector,
+		Tolerations:                   m.Params.Tolerations,
+		Affinity:                      m.affinity(),
+	}
+}
+
+func (m Model) podSecurityContext() *corev1.PodSecurityContext {
+	sc := &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](nonRootUser),
+		RunAsGroup:     ptr.To[int64](nonRootUser),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if m.needsLowPorts() {
+		// A non-root process gets no effective capability from the container's added set, so
+		// the pod's network namespace lets it bind the listener ports below 1024 (a namespaced,
+		// safe sysctl).
+		sc.Sysctls = []corev1.Sysctl{{Name: lowPortsSysctl, Value: strconv.Itoa(int(m.Ports[0]))}}
+	}
+	return sc
+}
+
+func (m Model) container() corev1.Container {
+	ports := make([]corev1.ContainerPort, 0, len(m.Ports)+1)
+	for _, p := range m.Ports {
+		ports = append(ports, corev1.ContainerPort{Name: portName(p), ContainerPort: p, Protocol: corev1.ProtocolTCP})
+	}
+	ports = append(ports, corev1.ContainerPort{Name: healthPortName, ContainerPort: m.HealthPort, Protocol: corev1.ProtocolTCP})
+	caps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
+	if m.needsLowPorts() {
+		caps.Add = []corev1.Capability{"NET_BIND_SERVICE"}
+	}
+	resources := m.Defaults.Resources
+	if m.Params.Resources != nil {
+		resources = *m.Params.Resources
+	}
+	return corev1.Container{
+		Name:  containerName,
+		Image: m.image(),
+		Args: []string{
+			"--discovery-endpoint=" + m.Defaults.DiscoveryEndpoint,
+			"--controller-namespace=" + m.Defaults.ControllerNamespace,
+			"--controller-service-account=" + m.Defaults.ControllerServiceAccount,
+			"--gateway-namespace=" + m.Gateway.Namespace,
+			"--gateway-name=" + m.Gateway.Name,
+			fmt.Sprintf("--health-address=:%d", m.HealthPort),
+		},
+		Env: []corev1.EnvVar{
+			{Name: "POD_NAME", ValueFrom: fieldRef("metadata.name")},
+			{Name: "POD_NAMESPACE", ValueFrom: fieldRef("metadata.namespace")},
+		},
+		Ports:          ports,
+		Resources:      resources,
+		ReadinessProbe: probe("/readyz"),
+		LivenessProbe:  probe("/healthz"),
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             caps,
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: tokenVolume, MountPath: tokenDir, ReadOnly: true},
+			{Name: trustVolume, MountPath: trustBundleDir, ReadOnly: true},
+		},
+	}
+}
+
+// volumes are the proxy's only inputs from the cluster, both public or bound to it: the
+// projected token and the trust bundle copy of its namespace.
+func volumes() []corev1.Volume {
+	return []corev1.Volume{
+		{Name: tokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: wellknown.TokenAudience, ExpirationSeconds: ptr.To[int64](tokenLifetime), Path: "token",
+			}}},
+		}}},
+		{Name: trustVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: wellknown.TrustBundleConfigMapName},
+			Items:                []corev1.KeyToPath{{Key: wellknown.TrustBundleKey, Path: wellknown.TrustBundleKey}},
+		}}},
+	}
+}
+
+// affinity is the parameters', else a preference to spread the proxy's pods across nodes.
+func (m Model) affinity() *corev1.Affinity {
+	if m.Params.Affinity != nil {
+		return m.Params.Affinity
+	}
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: m.selector()},
+				TopologyKey:   corev1.LabelHostname,
+			},
+		}},
+	}}
+}
+
+func probe(path string) *corev1.Probe {
+	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+		Path: path, Port: intstr.FromString(healthPortName),
+	}}}
+}
+
+func fieldRef(path string) *corev1.EnvVarSource {
+	return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}
+}
+
+// portName names a listener port ("p80"): at most 15 characters, with a letter.
+func portName(p int32) string {
+	return portNamePrefix + strconv.Itoa(int(p))
+}

@@ -1,0 +1,151 @@
+package provision_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"coxswain.dev/coxswain/api/v1alpha1"
+	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/provision"
+	"coxswain.dev/coxswain/internal/state"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden .out.yaml files from the current output")
+
+const (
+	inSuffix  = ".in.yaml"
+	outSuffix = ".out.yaml"
+)
+
+var defaults = provision.Defaults{
+	Image:    "coxswain.dev/coxswain-proxy:test",
+	Replicas: 1,
+	Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	},
+	DiscoveryEndpoint:        "coxswain-discovery.coxswain-system.svc:50051",
+	ControllerNamespace:      "coxswain-system",
+	ControllerServiceAccount: "coxswain-controller",
+}
+
+// render builds the graph of a case's cluster state and renders the objects of every Gateway's
+// dedicated proxy, in Gateway order, as one YAML stream.
+func render(t testing.TB, in []byte) []byte {
+	t.Helper()
+	cs, err := state.Decode(bytes.NewReader(in))
+	if err != nil {
+		t.Fatalf("decode cluster state: %v", err)
+	}
+	params := decodeParameters(t, in)
+	g := graph.Build(cs, graph.Options{})
+	var docs [][]byte
+	for _, gw := range g.Gateways {
+		m, ok := provision.ModelOf(gw, params[gw.Parameters.String()], defaults)
+		if !ok {
+			docs = append(docs, []byte("# "+gw.Key().String()+": no dedicated proxy\n"))
+			continue
+		}
+		for _, obj := range provision.Objects(m) {
+			out, err := yaml.Marshal(obj)
+			if err != nil {
+				t.Fatalf("marshal %T: %v", obj, err)
+			}
+			docs = append(docs, out)
+		}
+	}
+	return bytes.Join(docs, []byte("---\n"))
+}
+
+// decodeParameters reads the CoxswainGatewayParameters documents of a case strictly, keyed by
+// namespace/name.
+func decodeParameters(t testing.TB, in []byte) map[string]*v1alpha1.CoxswainGatewayParameters {
+	t.Helper()
+	out := map[string]*v1alpha1.CoxswainGatewayParameters{}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(in)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("read document: %v", err)
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil || tm.Kind != state.GatewayParametersKind {
+			continue
+		}
+		p := &v1alpha1.CoxswainGatewayParameters{}
+		if err := yaml.UnmarshalStrict(doc, p); err != nil {
+			t.Fatalf("decode %s: %v", tm.Kind, err)
+		}
+		out[p.Namespace+"/"+p.Name] = p
+	}
+}
+
+// Tests that every testdata/<case>.in.yaml renders exactly testdata/<case>.out.yaml.
+func TestGolden(t *testing.T) {
+	ins, err := filepath.Glob(filepath.Join("testdata", "*"+inSuffix))
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no golden inputs: %v", err)
+	}
+	for _, in := range ins {
+		name := strings.TrimSuffix(filepath.Base(in), inSuffix)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			data, err := os.ReadFile(in) //nolint:gosec // a test fixture path from Glob
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := render(t, data)
+			outPath := strings.TrimSuffix(in, inSuffix) + outSuffix
+			if *update {
+				if err := os.WriteFile(outPath, got, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(outPath) //nolint:gosec // derived from a fixture path
+			if err != nil {
+				t.Fatalf("read golden output (run with -update to create it): %v", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("%s differs from the rendered objects (-want +got):\n%s", outPath, diff)
+			}
+		})
+	}
+}
+
+// Tests that no .out.yaml is left without its .in.yaml; with -update, stale ones are removed.
+func TestGoldenNoStaleOutputs(t *testing.T) {
+	outs, err := filepath.Glob(filepath.Join("testdata", "*"+outSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range outs {
+		in := strings.TrimSuffix(out, outSuffix) + inSuffix
+		if _, err := os.Stat(in); err == nil {
+			continue
+		}
+		if *update {
+			if err := os.Remove(out); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		t.Errorf("%s has no %s: remove it or run with -update", out, in)
+	}
+}
