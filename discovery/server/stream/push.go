@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -131,6 +132,19 @@ func (p *session) nack(version, nonce, detail string) error {
 	return nil
 }
 
+func (p *session) key() sessionKey { return sessionKey{id: p.id.ID.String(), nodeID: p.nodeID} }
+
+// stillAuthorized asks the authority again before a send, so that content published before a
+// revocation reached Reauthorize is never sent to the stream it revokes.
+func (p *session) stillAuthorized() error {
+	err := p.srv.authorize(p.id, p.scope)
+	var d *denial
+	if err != nil && errors.As(err, &d) && d.reason == ReasonScopeNotAuthorized {
+		return deny(ReasonRevoked, "authorization revoked: %s", d.msg)
+	}
+	return nil
+}
+
 // push sends the latest snapshot when nothing is in flight and the proxy lacks it: in full at
 // the start and after a NACK, else as a delta against what the proxy acknowledged.
 func (p *session) push() error {
@@ -140,6 +154,9 @@ func (p *session) push() error {
 	}
 	if !p.needFull && p.acked.Version() == snap.Version() {
 		return nil
+	}
+	if err := p.stillAuthorized(); err != nil {
+		return err
 	}
 	p.nonces++
 	msg := &discoveryv1.Snapshot{Version: snap.Version(), Nonce: strconv.FormatUint(p.nonces, 10), Full: p.needFull}

@@ -53,7 +53,7 @@ type Server struct {
 	metrics          *metrics
 
 	mu          sync.Mutex
-	sessions    map[string]*session // by node ID
+	sessions    map[sessionKey]*session
 	scopeCounts map[cache.Scope]int
 	closed      bool
 }
@@ -80,7 +80,7 @@ func New(cfg Config) (*Server, error) {
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
 		subscribeTimeout: cfg.SubscribeTimeout, log: cfg.Logger, now: cfg.Now, metrics: m,
 		peers:    peerVerifier{td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now},
-		sessions: make(map[string]*session), scopeCounts: make(map[cache.Scope]int),
+		sessions: make(map[sessionKey]*session), scopeCounts: make(map[cache.Scope]int),
 	}, nil
 }
 
@@ -103,8 +103,9 @@ func (s *Server) Stream(stream discoveryv1.Discovery_StreamServer) error {
 	}
 	defer s.close(sess)
 	s.log.Info("Proxy subscribed", "nodeID", sess.nodeID, "spiffeID", id.ID.String(), "scope", sess.scope.String())
-	reason, err := toStatus(sess.run())
-	s.log.Info("Proxy stream closed", "nodeID", sess.nodeID, "scope", sess.scope.String(), "reason", reason, "error", err)
+	cause := sess.run()
+	reason, err := toStatus(cause)
+	s.log.Info("Proxy stream closed", "nodeID", sess.nodeID, "scope", sess.scope.String(), "reason", reason, "error", errString(cause))
 	if reason != "" {
 		s.metrics.denied.WithLabelValues(string(reason)).Inc()
 	}
@@ -145,7 +146,7 @@ func (s *Server) refuse(ctx context.Context, err error) error {
 	if id, ok := identityFrom(ctx); ok {
 		peerID = id.ID.String()
 	}
-	s.log.Info("Refused stream", "spiffeID", peerID, "reason", reason, "error", st)
+	s.log.Info("Refused stream", "spiffeID", peerID, "reason", reason, "error", err.Error())
 	return st
 }
 
@@ -206,6 +207,13 @@ func (s *Server) Shutdown() {
 	for _, sess := range s.live() {
 		sess.cancel(deny(ReasonShutdown, "server shutting down"))
 	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func (s *Server) live() []*session {
