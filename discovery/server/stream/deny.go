@@ -27,6 +27,8 @@ const (
 	ReasonRevoked            Reason = "Revoked"
 	ReasonCertificateExpired Reason = "CertificateExpired"
 	ReasonSuperseded         Reason = "Superseded"
+	ReasonTooManyStreams     Reason = "TooManyStreams"
+	ReasonAckTimeout         Reason = "AckTimeout"
 	ReasonShutdown           Reason = "Shutdown"
 )
 
@@ -43,6 +45,8 @@ var reasonCodes = map[Reason]codes.Code{
 	ReasonRevoked:            codes.PermissionDenied,
 	ReasonCertificateExpired: codes.Unauthenticated,
 	ReasonSuperseded:         codes.Aborted,
+	ReasonTooManyStreams:     codes.ResourceExhausted,
+	ReasonAckTimeout:         codes.DeadlineExceeded,
 	ReasonShutdown:           codes.Unavailable,
 }
 

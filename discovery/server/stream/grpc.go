@@ -16,7 +16,8 @@ const maxConcurrentStreams = 4
 
 // NewGRPCServer returns the gRPC server of the stream listener with s registered behind its
 // interceptors: TLS 1.3 with tlsConfig (tlsconfig.MTLSServer), which must demand and verify a
-// client certificate, keepalive enforcement and message size caps. There is no way to build it
+// client certificate, a handshake deadline, an idle limit, keepalive enforcement and message
+// size caps. There is no way to build it
 // without TLS.
 func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption) (*grpc.Server, error) {
 	cfg, err := mutualTLS(tlsConfig)
@@ -33,11 +34,13 @@ func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption)
 		grpc.MaxRecvMsgSize(discoveryv1.MaxClientMessageBytes),
 		grpc.MaxSendMsgSize(discoveryv1.MaxServerMessageBytes),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.ConnectionTimeout(s.limits.handshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: discoveryv1.KeepaliveMinInterval, PermitWithoutStream: false,
 		}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time: discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
+			MaxConnectionIdle: s.limits.maxConnectionIdle,
+			Time:              discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
 		}),
 	}
 	gs := grpc.NewServer(append(base, opts...)...)

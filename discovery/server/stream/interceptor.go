@@ -27,6 +27,11 @@ func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 		if info.FullMethod != discoveryv1.Discovery_Stream_FullMethodName {
 			return s.refuse(ctx, deny(ReasonMethodNotAllowed, "method %s is not served here", info.FullMethod))
 		}
+		if n := s.streams.Add(1); n > int64(s.limits.streams) {
+			s.streams.Add(-1)
+			return s.refuse(ctx, deny(ReasonTooManyStreams, "the listener holds %d streams", s.limits.streams))
+		}
+		defer s.streams.Add(-1)
 		id, err := s.peers.identity(ctx)
 		if err != nil {
 			return s.refuse(ctx, deny(ReasonNoPeerIdentity, "%v", err))

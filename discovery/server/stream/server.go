@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,8 +17,23 @@ import (
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
-// DefaultSubscribeTimeout is how long a new stream may take to send its Subscribe.
-const DefaultSubscribeTimeout = 10 * time.Second
+// Defaults of the stream listener's limits.
+const (
+	// DefaultSubscribeTimeout is how long a new stream may take to send its Subscribe.
+	DefaultSubscribeTimeout = 10 * time.Second
+	// DefaultMaxStreamsPerIdentity is how many live streams one SPIFFE ID may hold: the replicas
+	// of its proxy Deployment plus the surge of a rollout.
+	DefaultMaxStreamsPerIdentity = 32
+	// DefaultMaxStreams is how many streams the listener holds at once, whoever opened them.
+	DefaultMaxStreams = 4096
+	// DefaultAckTimeout is how long a snapshot may wait for its ACK or NACK before its stream is
+	// closed: a proxy that does not read holds a snapshot in controller memory.
+	DefaultAckTimeout = time.Minute
+	// DefaultHandshakeTimeout bounds a connection's TLS handshake.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultMaxConnectionIdle closes a connection that has had no stream for that long.
+	DefaultMaxConnectionIdle = 2 * time.Minute
+)
 
 // Config configures a Server. TrustDomain, Bundles, Cache and Scopes are required.
 type Config struct {
@@ -31,6 +47,17 @@ type Config struct {
 	InstallNamespace string
 	// SubscribeTimeout bounds the wait for the first message; DefaultSubscribeTimeout when zero.
 	SubscribeTimeout time.Duration
+	// MaxStreamsPerIdentity caps the live streams of one SPIFFE ID (a new stream of a node it
+	// already holds replaces that one and does not count); DefaultMaxStreamsPerIdentity when zero.
+	MaxStreamsPerIdentity int
+	// MaxStreams caps the streams of the listener; DefaultMaxStreams when zero.
+	MaxStreams int
+	// AckTimeout bounds the wait for the answer to a snapshot; DefaultAckTimeout when zero.
+	AckTimeout time.Duration
+	// HandshakeTimeout and MaxConnectionIdle configure the gRPC server NewGRPCServer builds;
+	// DefaultHandshakeTimeout and DefaultMaxConnectionIdle when zero.
+	HandshakeTimeout  time.Duration
+	MaxConnectionIdle time.Duration
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	Logger     logr.Logger
@@ -47,6 +74,9 @@ type Server struct {
 	scopes           ScopeAuthority
 	installNamespace string
 	subscribeTimeout time.Duration
+	limits           limits
+	// streams counts the handlers running, for MaxStreams.
+	streams atomic.Int64
 	peers            peerVerifier
 	log              logr.Logger
 	now              func() time.Time
@@ -54,6 +84,7 @@ type Server struct {
 
 	mu          sync.Mutex
 	sessions    map[sessionKey]*session
+	perIdentity map[string]int
 	scopeCounts map[cache.Scope]int
 	closed      bool
 }
@@ -69,6 +100,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SubscribeTimeout <= 0 {
 		cfg.SubscribeTimeout = DefaultSubscribeTimeout
 	}
+	lim := limits{
+		perIdentity:       orDefault(cfg.MaxStreamsPerIdentity, DefaultMaxStreamsPerIdentity),
+		streams:           orDefault(cfg.MaxStreams, DefaultMaxStreams),
+		ackTimeout:        orDefault(cfg.AckTimeout, DefaultAckTimeout),
+		handshakeTimeout:  orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
+		maxConnectionIdle: orDefault(cfg.MaxConnectionIdle, DefaultMaxConnectionIdle),
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -78,10 +116,26 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
-		subscribeTimeout: cfg.SubscribeTimeout, log: cfg.Logger, now: cfg.Now, metrics: m,
+		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m,
 		peers:    peerVerifier{td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now},
-		sessions: make(map[sessionKey]*session), scopeCounts: make(map[cache.Scope]int),
+		sessions: make(map[sessionKey]*session), perIdentity: make(map[string]int), scopeCounts: make(map[cache.Scope]int),
 	}, nil
+}
+
+// limits are the resource caps of the listener.
+type limits struct {
+	perIdentity       int
+	streams           int
+	ackTimeout        time.Duration
+	handshakeTimeout  time.Duration
+	maxConnectionIdle time.Duration
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // Stream serves one subscription: it waits for Subscribe, authorizes the scope for the peer,

@@ -78,11 +78,20 @@ func (s *Server) register(sess *session) error {
 	if err := s.authorize(sess.id, sess.scope); err != nil {
 		return err
 	}
-	key := sess.key()
-	if old := s.sessions[key]; old != nil {
+	key, id := sess.key(), sess.id.ID.String()
+	old := s.sessions[key]
+	held := s.perIdentity[id]
+	if old != nil {
+		held--
+	}
+	if held >= s.limits.perIdentity {
+		return deny(ReasonTooManyStreams, "%s already holds %d streams", id, held)
+	}
+	if old != nil {
 		old.cancel(deny(ReasonSuperseded, "a new stream of node %q replaced this one", sess.nodeID))
 	}
 	s.sessions[key] = sess
+	s.perIdentity[id]++
 	s.scopeCounts[sess.scope]++
 	s.metrics.connected.WithLabelValues(sess.scope.String()).Inc()
 	return nil
@@ -96,6 +105,11 @@ func (s *Server) close(sess *session) {
 	defer s.mu.Unlock()
 	if key := sess.key(); s.sessions[key] == sess {
 		delete(s.sessions, key)
+	}
+	if id := sess.id.ID.String(); s.perIdentity[id] > 1 {
+		s.perIdentity[id]--
+	} else {
+		delete(s.perIdentity, id)
 	}
 	s.scopeCounts[sess.scope]--
 	if s.scopeCounts[sess.scope] > 0 {
