@@ -75,6 +75,14 @@ type DiscoverySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	BootstrapPort *int32 `json:"bootstrapPort,omitempty"`
+
+	// MaxStreamsPerIdentity caps the live snapshot streams one proxy identity (SPIFFE ID) may
+	// hold on each controller replica: a dedicated Gateway needs its replicas plus a rollout's
+	// surge, the shared pool its replicas plus surge. Default 32.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	MaxStreamsPerIdentity *int32 `json:"maxStreamsPerIdentity,omitempty"`
 }
 
 // CASpec configures the discovery certificate authority.
@@ -120,8 +128,10 @@ type EffectiveSettings struct {
 	SVIDTTL       metav1.Duration `json:"svidTTL"`
 	Port          int32           `json:"port"`
 	BootstrapPort int32           `json:"bootstrapPort"`
-	ProxyImage    string          `json:"proxyImage,omitempty"`
-	ProxyReplicas int32           `json:"proxyReplicas"`
+	// +optional
+	MaxStreamsPerIdentity int32  `json:"maxStreamsPerIdentity,omitempty"`
+	ProxyImage            string `json:"proxyImage,omitempty"`
+	ProxyReplicas         int32  `json:"proxyReplicas"`
 }
 
 // CoxswainConfigStatus is the observed state of a CoxswainConfig.

@@ -83,7 +83,7 @@ func (r *Runner) listen(ctx context.Context, g *generation, td spiffeid.TrustDom
 	if r.opts.Snapshots == nil {
 		return nil
 	}
-	ss, srv, err := r.streamServer(td, certs)
+	ss, srv, err := r.streamServer(td, g.cfg, certs)
 	if err != nil {
 		return err
 	}
@@ -108,10 +108,11 @@ func (r *Runner) bootstrapServer(td spiffeid.TrustDomain, cfg listenConfig, cert
 
 // streamServer serves the stream on mandatory mTLS: the handshake admits any SVID of the trust
 // domain that chains to the current bundle, and the stream service authorizes each scope.
-func (r *Runner) streamServer(td spiffeid.TrustDomain, certs tlsconfig.CertificateSource) (*grpc.Server, *stream.Server, error) {
+func (r *Runner) streamServer(td spiffeid.TrustDomain, cfg listenConfig, certs tlsconfig.CertificateSource) (*grpc.Server, *stream.Server, error) {
 	srv, err := stream.New(stream.Config{
 		TrustDomain: td, Bundles: r.opts.CA, Cache: r.opts.Snapshots, Scopes: r.opts.Scopes,
-		InstallNamespace: r.opts.Namespace, Registerer: r.opts.Registerer, Logger: r.log.WithName("stream"),
+		MaxStreamsPerIdentity: int(cfg.maxStreams),
+		InstallNamespace:      r.opts.Namespace, Registerer: r.opts.Registerer, Logger: r.log.WithName("stream"),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("stream service: %w", err)

@@ -195,10 +195,14 @@ type listenConfig struct {
 	svidTTL       time.Duration
 	bootstrapPort int32
 	streamPort    int32
+	maxStreams    int32
 }
 
 func configOf(s settings.Settings) listenConfig {
-	return listenConfig{trustDomain: s.TrustDomain, svidTTL: s.SVIDTTL, bootstrapPort: s.BootstrapPort, streamPort: s.Port}
+	return listenConfig{
+		trustDomain: s.TrustDomain, svidTTL: s.SVIDTTL, bootstrapPort: s.BootstrapPort, streamPort: s.Port,
+		maxStreams: s.MaxStreamsPerIdentity,
+	}
 }
 
 // replacingRegisterer lets each generation register its collectors in place of the previous

@@ -34,6 +34,7 @@ func overlayDiscovery(s *Settings, d *v1alpha1.DiscoverySpec) {
 	}
 	setIf(&s.Port, d.Port)
 	setIf(&s.BootstrapPort, d.BootstrapPort)
+	setIf(&s.MaxStreamsPerIdentity, d.MaxStreamsPerIdentity)
 }
 
 func overlayProxy(s *Settings, p *v1alpha1.ProxyDefaults) {
@@ -53,13 +54,14 @@ func setIf[T any](dst *T, src *T) {
 // Effective renders s as the status field of a CoxswainConfig.
 func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 	return &v1alpha1.EffectiveSettings{
-		CAMode:        s.CAMode,
-		CASecretName:  s.CASecretName,
-		TrustDomain:   s.TrustDomain,
-		SVIDTTL:       metav1.Duration{Duration: s.SVIDTTL},
-		Port:          s.Port,
-		BootstrapPort: s.BootstrapPort,
-		ProxyImage:    s.ProxyImage,
-		ProxyReplicas: s.ProxyReplicas,
+		CAMode:                s.CAMode,
+		CASecretName:          s.CASecretName,
+		TrustDomain:           s.TrustDomain,
+		SVIDTTL:               metav1.Duration{Duration: s.SVIDTTL},
+		Port:                  s.Port,
+		BootstrapPort:         s.BootstrapPort,
+		MaxStreamsPerIdentity: s.MaxStreamsPerIdentity,
+		ProxyImage:            s.ProxyImage,
+		ProxyReplicas:         s.ProxyReplicas,
 	}
 }

@@ -23,7 +23,7 @@ const (
 	DefaultSubscribeTimeout = 10 * time.Second
 	// DefaultMaxStreamsPerIdentity is how many live streams one SPIFFE ID may hold: the replicas
 	// of its proxy Deployment plus the surge of a rollout.
-	DefaultMaxStreamsPerIdentity = 32
+	DefaultMaxStreamsPerIdentity = wellknown.DefaultMaxStreamsPerIdentity
 	// DefaultMaxStreams is how many streams the listener holds at once, whoever opened them.
 	DefaultMaxStreams = 4096
 	// DefaultAckTimeout is how long a snapshot may wait for its ACK or NACK before its stream is
@@ -77,10 +77,10 @@ type Server struct {
 	limits           limits
 	// streams counts the handlers running, for MaxStreams.
 	streams atomic.Int64
-	peers            peerVerifier
-	log              logr.Logger
-	now              func() time.Time
-	metrics          *metrics
+	peers   peerVerifier
+	log     logr.Logger
+	now     func() time.Time
+	metrics *metrics
 
 	mu          sync.Mutex
 	sessions    map[sessionKey]*session
