@@ -46,6 +46,10 @@ type BootstrapConfig struct {
 	Scope *discoveryv1.Scope
 	// DialOptions are added to the connection's options (tests, custom dialers).
 	DialOptions []grpc.DialOption
+	// Renewing, when set, is the proxy's current SVID, presented on the bootstrap connection so
+	// that the controller gives the renewal of a live proxy priority over first bootstraps. It
+	// authorizes nothing: the token does.
+	Renewing *tls.Certificate
 }
 
 // SVID is an issued identity: the certificate with its in-memory private key, the trust bundle
@@ -138,7 +142,12 @@ func callBootstrap(ctx context.Context, cfg BootstrapConfig, bundle *pki.Bundle,
 	if cfg.Address == "" || cfg.ServerName == "" {
 		return nil, errors.New("bootstrap: address and server name are required")
 	}
-	creds := credentials.NewTLS(tlsconfig.BootstrapClient(tlsconfig.NewRotatingBundle(bundle), cfg.ServerName))
+	tlsConfig := tlsconfig.BootstrapClient(tlsconfig.NewRotatingBundle(bundle), cfg.ServerName)
+	if cfg.Renewing != nil {
+		current := cfg.Renewing
+		tlsConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return current, nil }
+	}
+	creds := credentials.NewTLS(tlsConfig)
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(discoveryv1.MaxBootstrapRequestBytes)),

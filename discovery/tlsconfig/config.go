@@ -9,12 +9,13 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 )
 
-// BootstrapServer serves certs over TLS 1.3 without asking for a client certificate: the
-// bootstrap caller authenticates with its token instead.
+// BootstrapServer serves certs over TLS 1.3. The bootstrap caller authenticates with its token;
+// a proxy renewing its identity may also present its current SVID, which the bootstrap service
+// verifies itself and uses only to give the renewal priority, never to authorize it.
 func BootstrapServer(certs CertificateSource) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
-		ClientAuth: tls.NoClientCert,
+		ClientAuth: tls.RequestClientCert,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return getCertificate(certs)
 		},

@@ -20,6 +20,8 @@ const (
 	handshakeTimeout = 10 * time.Second
 	// maxIdle closes bootstrap connections nobody uses: a proxy bootstraps about twice a day.
 	maxIdle = 2 * time.Minute
+	// maxConcurrentStreams bounds the calls one connection may have in progress.
+	maxConcurrentStreams = 4
 )
 
 // NewGRPCServer returns the gRPC server of the bootstrap listener with s registered: TLS 1.3
@@ -42,6 +44,8 @@ func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption
 		}),
 		grpc.MaxRecvMsgSize(discoveryv1.MaxBootstrapRequestBytes),
 		grpc.ConnectionTimeout(handshakeTimeout),
+		// A proxy needs one call at a time; more from one connection only multiply a flood.
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: discoveryv1.KeepaliveMinInterval}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: maxIdle, Time: discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,

@@ -34,7 +34,7 @@ func request(t *testing.T, opts ...pkitest.CSROption) *discoveryv1.BootstrapRequ
 	t.Helper()
 	return &discoveryv1.BootstrapRequest{
 		WireVersion: discoveryv1.WireVersion,
-		Token:       "token",
+		Token:       pkitest.Token(sharedProxy.Namespace, sharedProxy.ServiceAccount),
 		Csr:         pkitest.CSR(t, opts...),
 		Scope:       cache.SharedPool().Proto(),
 	}

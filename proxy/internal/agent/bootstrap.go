@@ -27,11 +27,17 @@ type svid struct {
 }
 
 // bootstrap exchanges the token for an SVID (discovery/client re-reads the token and bundle
-// files and makes a fresh key every time) and schedules its renewal.
+// files and makes a fresh key every time) and schedules its renewal. A renewal presents the
+// current SVID, which puts it in the controller's renewal lane.
 func (a *Agent) bootstrap(ctx context.Context) (*svid, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.BootstrapTimeout)
 	defer cancel()
+	var renewing *tls.Certificate
+	if cur := a.current.Load(); cur != nil && a.cfg.Clock.Now().Before(cur.notAfter) {
+		renewing = cur.certificate
+	}
 	issued, err := client.Bootstrap(ctx, client.BootstrapConfig{
+		Renewing:    renewing,
 		Address:     a.cfg.BootstrapAddress,
 		ServerName:  a.cfg.ServerName,
 		TokenPath:   a.cfg.TokenPath,

@@ -33,10 +33,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-const (
-	sharedToken = "token-of-the-shared-proxy"
-	sharedID    = "spiffe://cluster.local/ns/coxswain-system/sa/coxswain-shared-proxy"
-)
+const sharedID = "spiffe://cluster.local/ns/coxswain-system/sa/coxswain-shared-proxy"
+
+// sharedToken is shaped like the shared proxy's projected token; the test Authenticator knows it.
+var sharedToken = pkitest.Token("coxswain-system", "coxswain-shared-proxy")
 
 // tokens is an Authenticator over a fixed token -> ServiceAccount table.
 type tokens map[string]bootstrap.Principal
