@@ -77,6 +77,7 @@ type Service struct {
 	renewals *limiter
 	sources  *sources
 	refused  *refusedTokens
+	quiet    *quiet
 	metrics  *metrics
 }
 
@@ -96,6 +97,7 @@ func New(cfg Config) (*Service, error) {
 		renewals: newLimiter(cfg.MaxRenewalsConcurrent, cfg.MaxQueued, cfg.QueueWait),
 		sources:  newSources(cfg.MaxPerSource),
 		refused:  newRefusedTokens(cfg.RefusedTokenTTL),
+		quiet:    newQuiet(DefaultReportBurst, DefaultReportInterval),
 	}, nil
 }
 
@@ -261,7 +263,8 @@ func chainPEM(leaf, ca *x509.Certificate) []byte {
 	return out
 }
 
-// rejected counts, logs and reports a refused bootstrap and returns its gRPC status.
+// rejected counts every refused bootstrap, logs and reports it unless its (reason, principal)
+// has been logged too often lately, and returns its gRPC status.
 func (s *Service) rejected(ctx context.Context, p Principal, req *discoveryv1.BootstrapRequest, err error) error {
 	var rej *rejectError
 	if !errors.As(err, &rej) {
@@ -269,12 +272,19 @@ func (s *Service) rejected(ctx context.Context, p Principal, req *discoveryv1.Bo
 	}
 	r := Rejection{Principal: p, Reason: rej.reason, Code: rej.reason.Code(), Message: rej.Error(), Peer: peerAddr(ctx)}
 	s.metrics.rejected(r.Reason)
+	st := status.Error(r.Code, fmt.Sprintf("bootstrap rejected (%s): %s", r.Reason, rej.public))
+	ok, suppressed := s.quiet.allow(r.Reason, p.String(), s.now())
+	if !ok {
+		s.metrics.suppressed.Inc()
+		return st
+	}
+	r.Suppressed = suppressed
 	s.log.Info("Rejected bootstrap", "principal", p.String(), "pod", p.PodName, "scope", scopeString(req.GetScope()),
-		"reason", r.Reason, "code", r.Code.String(), "peer", r.Peer, "detail", r.Message)
+		"reason", r.Reason, "code", r.Code.String(), "peer", r.Peer, "detail", r.Message, "suppressed", suppressed)
 	if r.Reason != ReasonCanceled {
 		s.reporter.BootstrapRejected(ctx, r)
 	}
-	return status.Error(r.Code, fmt.Sprintf("bootstrap rejected (%s): %s", r.Reason, rej.public))
+	return st
 }
 
 func peerAddr(ctx context.Context) string {

@@ -89,9 +89,9 @@ func TestBootstrapRejections(t *testing.T) {
 			code: codes.Unauthenticated, reason: ReasonTokenRejected,
 		},
 		{
-			name: "a token whose pod does not match the live pod is refused",
-			auth: authAnswer{err: fmt.Errorf("%w: uid differs", ErrPodMismatch)},
-			code: codes.PermissionDenied, reason: ReasonPodMismatch,
+			name: "a token whose pod does not match the live pod is refused, naming its principal",
+			auth: authAnswer{principal: sharedProxy, err: fmt.Errorf("%w: uid differs", ErrPodMismatch)},
+			code: codes.PermissionDenied, reason: ReasonPodMismatch, principal: sharedProxy,
 		},
 		{
 			name: "a token that cannot be reviewed now is refused as unavailable",
