@@ -39,6 +39,9 @@ type BootstrapConfig struct {
 	Address string
 	// ServerName is the DNS name the controller's serving certificate must carry.
 	ServerName string
+	// Controller authorizes the SPIFFE ID of the controller's serving certificate; the
+	// controller's ServiceAccount in the install namespace, in any trust domain, when nil.
+	Controller tlsconfig.Authorizer
 	// TokenPath and BundlePath default to wellknown.TokenPath and wellknown.TrustBundlePath.
 	TokenPath  string
 	BundlePath string
@@ -142,7 +145,11 @@ func callBootstrap(ctx context.Context, cfg BootstrapConfig, bundle *pki.Bundle,
 	if cfg.Address == "" || cfg.ServerName == "" {
 		return nil, errors.New("bootstrap: address and server name are required")
 	}
-	tlsConfig := tlsconfig.BootstrapClient(tlsconfig.NewRotatingBundle(bundle), cfg.ServerName)
+	controller := cfg.Controller
+	if controller == nil {
+		controller = tlsconfig.AuthorizeServiceAccount(wellknown.InstallNamespace, wellknown.ControllerServiceAccount)
+	}
+	tlsConfig := tlsconfig.BootstrapClient(tlsconfig.NewRotatingBundle(bundle), cfg.ServerName, controller)
 	if cfg.Renewing != nil {
 		current := cfg.Renewing
 		tlsConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return current, nil }
