@@ -153,3 +153,29 @@ func TestAutoRotationOverlap(t *testing.T) {
 	})
 	waitPublished(t, ns, pki.NewBundle(newCA.Certificate()))
 }
+
+// Tests that after the SVID lifetime is lowered the successor CA is still published for the
+// longest lifetime an SVID of the old root may have, so no proxy meets the new root before it
+// renewed its bundle.
+func TestAutoSuccessorOverlapCoversTheLongestSVIDLifetime(t *testing.T) {
+	ns := newNamespace(t, "auto-ttl-lowered")
+	const lifetime, longTTL, shortTTL = 30 * time.Hour, 4 * time.Hour, time.Hour
+	clk := clocktesting.NewFakeClock(time.Now())
+	h := startStore(t, ns, withClock(clk), withLifetime(lifetime), withSVIDTTL(longTTL))
+	oldCA := h.waitCA(t)
+	lowered := h.set.Get()
+	lowered.SVIDTTL = shortTTL
+	h.set.Set(lowered)
+
+	clk.SetTime(rotationDue(oldCA).Add(time.Second))
+	eventually(t, wait, "a published successor", func() bool {
+		b, _ := h.store.Bundle()
+		return b != nil && b.Len() == 2
+	})
+	h.store.mu.RLock()
+	activeAt := h.store.nextActiveAt
+	h.store.mu.RUnlock()
+	if overlap := activeAt.Sub(clk.Now()); overlap < longTTL-time.Second {
+		t.Fatalf("the successor signs %s after its publication; SVIDs of the old root live %s", overlap, longTTL)
+	}
+}
