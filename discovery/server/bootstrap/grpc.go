@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -53,12 +55,15 @@ func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption
 	}
 	gs := grpc.NewServer(append(base, opts...)...)
 	discoveryv1.RegisterDiscoveryServer(gs, s)
+	h := health.NewServer()
+	h.SetServingStatus(discoveryv1.Discovery_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, h)
 	return gs, nil
 }
 
-// unaryInterceptor lets only Bootstrap through.
+// unaryInterceptor lets only Bootstrap and the health check through.
 func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if info.FullMethod != discoveryv1.Discovery_Bootstrap_FullMethodName {
+	if info.FullMethod != discoveryv1.Discovery_Bootstrap_FullMethodName && info.FullMethod != healthpb.Health_Check_FullMethodName {
 		return nil, s.methodNotAllowed(info.FullMethod)
 	}
 	return handler(ctx, req)

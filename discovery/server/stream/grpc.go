@@ -3,9 +3,12 @@ package stream
 import (
 	"crypto/tls"
 	"errors"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
@@ -17,7 +20,8 @@ const maxConcurrentStreams = 4
 // NewGRPCServer returns the gRPC server of the stream listener with s registered behind its
 // interceptors: TLS 1.3 with tlsConfig (tlsconfig.MTLSServer), which must demand and verify a
 // client certificate, a handshake deadline, an idle limit, keepalive enforcement and message
-// size caps. There is no way to build it
+// size caps. The gRPC health service answers there too, to mTLS peers only (service "" and
+// the Discovery service; NOT_SERVING after Shutdown). There is no way to build it
 // without TLS.
 func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption) (*grpc.Server, error) {
 	cfg, err := mutualTLS(tlsConfig)
@@ -45,6 +49,7 @@ func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption)
 	}
 	gs := grpc.NewServer(append(base, opts...)...)
 	discoveryv1.RegisterDiscoveryServer(gs, s)
+	healthpb.RegisterHealthServer(gs, s.health)
 	return gs, nil
 }
 
@@ -63,4 +68,15 @@ func mutualTLS(cfg *tls.Config) (*tls.Config, error) {
 	cfg = cfg.Clone()
 	cfg.MinVersion = tls.VersionTLS13
 	return cfg, nil
+}
+
+func newHealth() *health.Server {
+	h := health.NewServer()
+	h.SetServingStatus(discoveryv1.Discovery_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return h
+}
+
+// isHealthMethod reports whether method belongs to the gRPC health service.
+func isHealthMethod(method string) bool {
+	return strings.HasPrefix(method, "/"+healthpb.Health_ServiceDesc.ServiceName+"/")
 }

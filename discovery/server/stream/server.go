@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"google.golang.org/grpc/health"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
@@ -81,6 +82,7 @@ type Server struct {
 	log     logr.Logger
 	now     func() time.Time
 	metrics *metrics
+	health  *health.Server
 
 	mu          sync.Mutex
 	sessions    map[sessionKey]*session
@@ -116,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
-		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m,
+		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, health: newHealth(),
 		peers:    peerVerifier{td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now},
 		sessions: make(map[sessionKey]*session), perIdentity: make(map[string]int), scopeCounts: make(map[cache.Scope]int),
 	}, nil
@@ -258,6 +260,7 @@ func (s *Server) Shutdown() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.health.Shutdown()
 	for _, sess := range s.live() {
 		sess.cancel(deny(ReasonShutdown, "server shutting down"))
 	}
