@@ -111,7 +111,7 @@ func (r *Runner) bootstrapServer(td spiffeid.TrustDomain, cfg listenConfig, cert
 func (r *Runner) streamServer(td spiffeid.TrustDomain, cfg listenConfig, certs tlsconfig.CertificateSource) (*grpc.Server, *stream.Server, error) {
 	srv, err := stream.New(stream.Config{
 		TrustDomain: td, Bundles: r.opts.CA, Cache: r.opts.Snapshots, Scopes: r.opts.Scopes,
-		MaxStreamsPerIdentity: int(cfg.maxStreams),
+		MaxStreamsPerIdentity: int(cfg.maxStreams), MaxSessionLifetime: cfg.svidTTL,
 		InstallNamespace:      r.opts.Namespace, Registerer: r.opts.Registerer, Logger: r.log.WithName("stream"),
 	})
 	if err != nil {

@@ -125,6 +125,10 @@ func (r *Runner) Start(ctx context.Context) error {
 		var err error
 		gen, err = r.reconcile(ctx, gen)
 		r.stream.Store(gen.streamServer())
+		if s := gen.streamServer(); s != nil {
+			// The bundle may have lost a root: streams of its certificates end now.
+			s.Reverify()
+		}
 		if err != nil {
 			r.log.Error(err, "Failed to start discovery listeners")
 			r.report(metav1.ConditionFalse, ReasonListenFailed, err.Error())

@@ -26,28 +26,31 @@ const (
 	ReasonProtocolViolation  Reason = "ProtocolViolation"
 	ReasonRevoked            Reason = "Revoked"
 	ReasonCertificateExpired Reason = "CertificateExpired"
-	ReasonSuperseded         Reason = "Superseded"
-	ReasonTooManyStreams     Reason = "TooManyStreams"
-	ReasonAckTimeout         Reason = "AckTimeout"
-	ReasonShutdown           Reason = "Shutdown"
+	// ReasonCertificateUntrusted closes a stream whose chain no longer verifies against the bundle.
+	ReasonCertificateUntrusted Reason = "CertificateUntrusted"
+	ReasonSuperseded           Reason = "Superseded"
+	ReasonTooManyStreams       Reason = "TooManyStreams"
+	ReasonAckTimeout           Reason = "AckTimeout"
+	ReasonShutdown             Reason = "Shutdown"
 )
 
 var reasonCodes = map[Reason]codes.Code{
-	ReasonNoPeerIdentity:     codes.PermissionDenied,
-	ReasonMethodNotAllowed:   codes.PermissionDenied,
-	ReasonNoSubscribe:        codes.InvalidArgument,
-	ReasonSubscribeTimeout:   codes.DeadlineExceeded,
-	ReasonWireVersion:        codes.FailedPrecondition,
-	ReasonInvalidSubscribe:   codes.InvalidArgument,
-	ReasonScopeNotAuthorized: codes.PermissionDenied,
-	ReasonScopeUnknown:       codes.Unavailable,
-	ReasonProtocolViolation:  codes.InvalidArgument,
-	ReasonRevoked:            codes.PermissionDenied,
-	ReasonCertificateExpired: codes.Unauthenticated,
-	ReasonSuperseded:         codes.Aborted,
-	ReasonTooManyStreams:     codes.ResourceExhausted,
-	ReasonAckTimeout:         codes.DeadlineExceeded,
-	ReasonShutdown:           codes.Unavailable,
+	ReasonNoPeerIdentity:       codes.PermissionDenied,
+	ReasonMethodNotAllowed:     codes.PermissionDenied,
+	ReasonNoSubscribe:          codes.InvalidArgument,
+	ReasonSubscribeTimeout:     codes.DeadlineExceeded,
+	ReasonWireVersion:          codes.FailedPrecondition,
+	ReasonInvalidSubscribe:     codes.InvalidArgument,
+	ReasonScopeNotAuthorized:   codes.PermissionDenied,
+	ReasonScopeUnknown:         codes.Unavailable,
+	ReasonProtocolViolation:    codes.InvalidArgument,
+	ReasonRevoked:              codes.PermissionDenied,
+	ReasonCertificateExpired:   codes.Unauthenticated,
+	ReasonCertificateUntrusted: codes.Unauthenticated,
+	ReasonSuperseded:           codes.Aborted,
+	ReasonTooManyStreams:       codes.ResourceExhausted,
+	ReasonAckTimeout:           codes.DeadlineExceeded,
+	ReasonShutdown:             codes.Unavailable,
 }
 
 // Code returns the gRPC code a stream closed for r ends with.

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"crypto/x509"
 	"errors"
 	"time"
 
@@ -27,6 +28,9 @@ type Identity struct {
 	ID             spiffeid.ID
 	Namespace      string
 	ServiceAccount string
-	// NotAfter is the expiry of the peer certificate; the stream closes then.
+	// NotAfter is when the stream closes: the earliest expiry in the peer's chain, and never
+	// later than the listener's session lifetime after the stream opened.
 	NotAfter time.Time
+	// chain is the verified peer chain, verified again when the trust bundle changes.
+	chain []*x509.Certificate
 }

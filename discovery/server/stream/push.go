@@ -59,7 +59,7 @@ func newSession(ctx context.Context, s *Server, id Identity, nodeID string, scop
 // One message in flight bounds what a session queues to one snapshot.
 func (p *session) run() error {
 	expiry := time.AfterFunc(p.id.NotAfter.Sub(p.srv.now()), func() {
-		p.cancel(deny(ReasonCertificateExpired, "peer certificate expired at %s", p.id.NotAfter.UTC().Format(time.RFC3339)))
+		p.cancel(deny(ReasonCertificateExpired, "peer certificate or session expired at %s", p.id.NotAfter.UTC().Format(time.RFC3339)))
 	})
 	defer expiry.Stop()
 	answer := time.NewTimer(p.srv.limits.ackTimeout)

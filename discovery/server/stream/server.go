@@ -55,6 +55,10 @@ type Config struct {
 	MaxStreams int
 	// AckTimeout bounds the wait for the answer to a snapshot; DefaultAckTimeout when zero.
 	AckTimeout time.Duration
+	// MaxSessionLifetime caps how long one stream lives, even with certificates that live longer
+	// (an External CA may issue them); wellknown.MaxSVIDTTL when zero. The operator passes the
+	// SVID TTL in force.
+	MaxSessionLifetime time.Duration
 	// HandshakeTimeout and MaxConnectionIdle configure the gRPC server NewGRPCServer builds;
 	// DefaultHandshakeTimeout and DefaultMaxConnectionIdle when zero.
 	HandshakeTimeout  time.Duration
@@ -119,7 +123,10 @@ func New(cfg Config) (*Server, error) {
 	return &Server{
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
 		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, health: newHealth(),
-		peers:    peerVerifier{td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now},
+		peers: peerVerifier{
+			td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now,
+			maxLifetime: orDefault(cfg.MaxSessionLifetime, wellknown.MaxSVIDTTL),
+		},
 		sessions: make(map[sessionKey]*session), perIdentity: make(map[string]int), scopeCounts: make(map[cache.Scope]int),
 	}, nil
 }
@@ -252,6 +259,21 @@ func (s *Server) Reauthorize() int {
 		revoked++
 	}
 	return revoked
+}
+
+// Reverify verifies the peer chain of every live stream again against the current trust bundle
+// and closes with UNAUTHENTICATED those that no longer verify: call it whenever the bundle
+// changes, so that a root removed from the bundle (a compromised CA distrusted) cuts its
+// streams at once instead of at their certificates' expiry. It returns the number closed.
+func (s *Server) Reverify() int {
+	closed := 0
+	for _, sess := range s.live() {
+		if err := s.peers.verify(sess.id.chain); err != nil {
+			sess.cancel(deny(ReasonCertificateUntrusted, "peer certificate no longer verifies: %v", err))
+			closed++
+		}
+	}
+	return closed
 }
 
 // Shutdown closes every live stream with UNAVAILABLE, so that proxies reconnect elsewhere, and
