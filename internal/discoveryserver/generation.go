@@ -112,7 +112,7 @@ func (r *Runner) streamServer(td spiffeid.TrustDomain, cfg listenConfig, certs t
 	srv, err := stream.New(stream.Config{
 		TrustDomain: td, Bundles: r.opts.CA, Cache: r.opts.Snapshots, Scopes: r.opts.Scopes,
 		MaxStreamsPerIdentity: int(cfg.maxStreams), MaxSessionLifetime: cfg.svidTTL,
-		InstallNamespace:      r.opts.Namespace, Registerer: r.opts.Registerer, Logger: r.log.WithName("stream"),
+		InstallNamespace: r.opts.Namespace, Registerer: r.opts.Registerer, Logger: r.log.WithName("stream"),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("stream service: %w", err)
