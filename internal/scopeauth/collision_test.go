@@ -67,8 +67,10 @@ metadata: {name: big, namespace: infra}
 		}
 	}
 	want := []ServiceAccount{
-		{Namespace: "other", Name: "a-b-c"}, {Namespace: "prod", Name: "api-dedicated"},
-		{Namespace: "prod", Name: "web-coxswain"}, {Namespace: "team", Name: "coxswain-shared-proxy"},
+		{Namespace: "other", Name: "a-b-c"},
+		{Namespace: "prod", Name: "api-dedicated"},
+		{Namespace: "prod", Name: "web-coxswain"},
+		{Namespace: "team", Name: "coxswain-shared-proxy"},
 	}
 	if diff := cmp.Diff(want, ids); diff != "" {
 		t.Errorf("dedicated identities (-want +got):\n%s", diff)

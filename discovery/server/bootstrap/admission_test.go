@@ -192,7 +192,7 @@ func TestBootstrapsPerSourceAreBounded(t *testing.T) {
 		t.Fatalf("bootstrap from another source: %v", err)
 	}
 	for range 3 {
-		<-results
+		t.Logf("attacker bootstrap ended: %v", <-results)
 	}
 }
 
@@ -218,7 +218,7 @@ func TestRenewalsHaveTheirOwnLane(t *testing.T) {
 	}
 	close(e.auth.gate)
 	for range 2 {
-		<-results
+		t.Logf("flood bootstrap ended: %v", <-results)
 	}
 }
 

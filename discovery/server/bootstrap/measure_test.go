@@ -63,7 +63,7 @@ func TestMeasureBootstrapLatencyDuringAFlood(t *testing.T) {
 	for _, lane := range []string{"first bootstrap", "renewal"} {
 		var latencies []time.Duration
 		for range 10 {
-			var c = e.clientFrom(t, "127.0.0.1", nil)
+			c := e.clientFrom(t, "127.0.0.1", nil)
 			if lane == "renewal" {
 				c = e.clientFrom(t, "127.0.0.1", e.pki.SVID(t, "spiffe://cluster.local/ns/coxswain-system/sa/coxswain-shared-proxy"))
 			}

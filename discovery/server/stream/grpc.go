@@ -3,7 +3,6 @@ package stream
 import (
 	"crypto/tls"
 	"errors"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -74,9 +73,4 @@ func newHealth() *health.Server {
 	h := health.NewServer()
 	h.SetServingStatus(discoveryv1.Discovery_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return h
-}
-
-// isHealthMethod reports whether method belongs to the gRPC health service.
-func isHealthMethod(method string) bool {
-	return strings.HasPrefix(method, "/"+healthpb.Health_ServiceDesc.ServiceName+"/")
 }
