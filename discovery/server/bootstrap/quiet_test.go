@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"coxswain.dev/coxswain/discovery/server/internal/quiet"
 )
 
 // Tests that a flood of one refusal is counted in full but logged and reported only a few
@@ -22,11 +24,11 @@ func TestRefusalFloodIsReportedSparingly(t *testing.T) {
 	if got := testutil.ToFloat64(e.svc.metrics.total.WithLabelValues(resultRejected, string(ReasonTokenRejected))); got != flood {
 		t.Errorf("rejected{TokenRejected} = %v, want %d", got, flood)
 	}
-	if got := len(e.reporter.all()); got != DefaultReportBurst {
-		t.Errorf("%d refusals reported, want %d", got, DefaultReportBurst)
+	if got := len(e.reporter.all()); got != quiet.DefaultBurst {
+		t.Errorf("%d refusals reported, want %d", got, quiet.DefaultBurst)
 	}
-	if got := testutil.ToFloat64(e.svc.metrics.suppressed); got != flood-DefaultReportBurst {
-		t.Errorf("unreported = %v, want %d", got, flood-DefaultReportBurst)
+	if got := testutil.ToFloat64(e.svc.metrics.suppressed); got != flood-quiet.DefaultBurst {
+		t.Errorf("unreported = %v, want %d", got, flood-quiet.DefaultBurst)
 	}
 
 	e.auth.principal = Principal{Namespace: "prod", ServiceAccount: "intruder"}

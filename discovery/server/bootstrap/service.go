@@ -19,6 +19,7 @@ import (
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/pki"
 	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/server/internal/quiet"
 	"coxswain.dev/coxswain/discovery/spiffe"
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
@@ -77,7 +78,7 @@ type Service struct {
 	renewals *limiter
 	sources  *sources
 	refused  *refusedTokens
-	quiet    *quiet
+	quiet    *quiet.Limiter
 	metrics  *metrics
 }
 
@@ -97,7 +98,7 @@ func New(cfg Config) (*Service, error) {
 		renewals: newLimiter(cfg.MaxRenewalsConcurrent, cfg.MaxQueued, cfg.QueueWait),
 		sources:  newSources(cfg.MaxPerSource),
 		refused:  newRefusedTokens(cfg.RefusedTokenTTL),
-		quiet:    newQuiet(DefaultReportBurst, DefaultReportInterval),
+		quiet:    quiet.New(quiet.DefaultBurst, quiet.DefaultInterval),
 	}, nil
 }
 
@@ -273,7 +274,7 @@ func (s *Service) rejected(ctx context.Context, p Principal, req *discoveryv1.Bo
 	r := Rejection{Principal: p, Reason: rej.reason, Code: rej.reason.Code(), Message: rej.Error(), Peer: peerAddr(ctx)}
 	s.metrics.rejected(r.Reason)
 	st := status.Error(r.Code, fmt.Sprintf("bootstrap rejected (%s): %s", r.Reason, rej.public))
-	ok, suppressed := s.quiet.allow(r.Reason, p.String(), s.now())
+	ok, suppressed := s.quiet.Allow(string(r.Reason)+" "+p.String(), s.now())
 	if !ok {
 		s.metrics.suppressed.Inc()
 		return st

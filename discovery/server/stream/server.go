@@ -14,6 +14,7 @@ import (
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/server/internal/quiet"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
@@ -87,6 +88,7 @@ type Server struct {
 	now     func() time.Time
 	metrics *metrics
 	health  *health.Server
+	quiet   *quiet.Limiter
 
 	mu          sync.Mutex
 	sessions    map[sessionKey]*session
@@ -123,6 +125,7 @@ func New(cfg Config) (*Server, error) {
 	return &Server{
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
 		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, health: newHealth(),
+		quiet: quiet.New(quiet.DefaultBurst, quiet.DefaultInterval),
 		peers: peerVerifier{
 			td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now,
 			maxLifetime: orDefault(cfg.MaxSessionLifetime, wellknown.MaxSVIDTTL),
@@ -199,7 +202,8 @@ func (s *Server) awaitSubscribe(ctx context.Context, recv <-chan received) (*dis
 	}
 }
 
-// refuse counts and logs a stream the server refused and returns its status.
+// refuse counts a stream the server refused, logs it unless its (reason, identity) was logged
+// too often lately, and returns its status.
 func (s *Server) refuse(ctx context.Context, err error) error {
 	reason, st := toStatus(err)
 	if reason != "" {
@@ -209,7 +213,9 @@ func (s *Server) refuse(ctx context.Context, err error) error {
 	if id, ok := identityFrom(ctx); ok {
 		peerID = id.ID.String()
 	}
-	s.log.Info("Refused stream", "spiffeID", peerID, "reason", reason, "error", err.Error())
+	if ok, suppressed := s.quiet.Allow(string(reason)+" "+peerID, s.now()); ok {
+		s.log.Info("Refused stream", "spiffeID", peerID, "reason", reason, "error", err.Error(), "suppressed", suppressed)
+	}
 	return st
 }
 
