@@ -30,8 +30,10 @@ const (
 	ReasonCertificateUntrusted Reason = "CertificateUntrusted"
 	ReasonSuperseded           Reason = "Superseded"
 	ReasonTooManyStreams       Reason = "TooManyStreams"
-	ReasonAckTimeout           Reason = "AckTimeout"
-	ReasonShutdown             Reason = "Shutdown"
+	// ReasonTooManyConnections counts connections closed at accept by the listener's cap.
+	ReasonTooManyConnections Reason = "TooManyConnections"
+	ReasonAckTimeout         Reason = "AckTimeout"
+	ReasonShutdown           Reason = "Shutdown"
 )
 
 var reasonCodes = map[Reason]codes.Code{
@@ -49,6 +51,7 @@ var reasonCodes = map[Reason]codes.Code{
 	ReasonCertificateUntrusted: codes.Unauthenticated,
 	ReasonSuperseded:           codes.Aborted,
 	ReasonTooManyStreams:       codes.ResourceExhausted,
+	ReasonTooManyConnections:   codes.ResourceExhausted,
 	ReasonAckTimeout:           codes.DeadlineExceeded,
 	ReasonShutdown:             codes.Unavailable,
 }

@@ -118,3 +118,58 @@ func TestStreamListenerClosesIdleConnections(t *testing.T) {
 	}
 	readUntilClosed(t, conn, 15*time.Second)
 }
+
+// Tests that the listener holds at most MaxConnections connections: one beyond is closed before
+// any TLS work, and a slot freed by a closed connection is taken again.
+func TestStreamConnectionsAreCapped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.MaxConnections = 2 })
+	gs, err := e.srv.NewGRPCServer(e.pki.StreamServerTLS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- gs.Serve(e.srv.Listener(lis)) }()
+	t.Cleanup(func() { gs.Stop(); <-done })
+	addr := lis.Addr().String()
+
+	handshake := func() (*tls.Conn, error) {
+		d := tls.Dialer{Config: e.pki.StreamClientTLS(e.pki.SVID(t, webID))}
+		d.Config.NextProtos = []string{"h2"}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return conn.(*tls.Conn), nil
+	}
+	first, err := handshake()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := handshake()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if _, err := handshake(); err == nil {
+		t.Fatal("a third connection completed its handshake")
+	}
+	if got := testutil.ToFloat64(e.srv.metrics.denied.WithLabelValues(string(ReasonTooManyConnections))); got != 1 {
+		t.Errorf("closed{TooManyConnections} = %v, want 1", got)
+	}
+	_ = first.Close()
+	waitFor(t, "the freed slot to be taken", func() bool {
+		conn, err := handshake()
+		if err != nil {
+			return false
+		}
+		_ = conn.Close()
+		return true
+	})
+}

@@ -54,6 +54,9 @@ type Config struct {
 	MaxStreamsPerIdentity int
 	// MaxStreams caps the streams of the listener; DefaultMaxStreams when zero.
 	MaxStreams int
+	// MaxConnections caps the connections of the listener Listener wraps;
+	// DefaultMaxConnections when zero.
+	MaxConnections int
 	// AckTimeout bounds the wait for the answer to a snapshot; DefaultAckTimeout when zero.
 	AckTimeout time.Duration
 	// MaxSessionLifetime caps how long one stream lives, even with certificates that live longer
@@ -111,6 +114,7 @@ func New(cfg Config) (*Server, error) {
 	lim := limits{
 		perIdentity:       orDefault(cfg.MaxStreamsPerIdentity, DefaultMaxStreamsPerIdentity),
 		streams:           orDefault(cfg.MaxStreams, DefaultMaxStreams),
+		connections:       orDefault(cfg.MaxConnections, DefaultMaxConnections),
 		ackTimeout:        orDefault(cfg.AckTimeout, DefaultAckTimeout),
 		handshakeTimeout:  orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
 		maxConnectionIdle: orDefault(cfg.MaxConnectionIdle, DefaultMaxConnectionIdle),
@@ -138,6 +142,7 @@ func New(cfg Config) (*Server, error) {
 type limits struct {
 	perIdentity       int
 	streams           int
+	connections       int
 	ackTimeout        time.Duration
 	handshakeTimeout  time.Duration
 	maxConnectionIdle time.Duration
