@@ -134,7 +134,10 @@ func TestStreamConnectionsAreCapped(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- gs.Serve(e.srv.Listener(lis)) }()
-	t.Cleanup(func() { gs.Stop(); <-done })
+	t.Cleanup(func() {
+		gs.Stop()
+		t.Logf("serve ended: %v", <-done)
+	})
 	addr := lis.Addr().String()
 
 	handshake := func() (*tls.Conn, error) {
