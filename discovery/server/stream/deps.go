@@ -19,7 +19,8 @@ type ScopeAuthority interface {
 	// ExpectedServiceAccount returns the ServiceAccount, in namespace, whose proxy may subscribe
 	// to Gateway namespace/name. It returns an error wrapping ErrUnknownGateway when no proxy
 	// may; any other error means the answer is not known now and the subscription is refused as
-	// UNAVAILABLE (live streams are kept).
+	// UNAVAILABLE (live streams are kept). It is called under the server's session lock and
+	// before every send, so it must answer from memory and never call back into the Server.
 	ExpectedServiceAccount(namespace, name string) (string, error)
 }
 
