@@ -99,6 +99,16 @@ type CASpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	SecretName *string `json:"secretName,omitempty"`
+
+	// DistrustedRoots are CA certificates trusted no more, by the SHA-256 of their DER encoding
+	// in lowercase hex (`openssl x509 -outform der | sha256sum`): incident response for a
+	// compromised root. A distrusted root leaves the trust bundle at once, the streams of
+	// certificates it signed are closed, and when it is the signing CA the controller fails
+	// closed until the CA Secret holds another (in Auto mode, delete the Secret).
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^[0-9a-f]{64}$`
+	DistrustedRoots []string `json:"distrustedRoots,omitempty"`
 }
 
 // ProxyDefaults are what the provisioner uses for a proxy Deployment when nothing more specific

@@ -1,6 +1,8 @@
 package settings
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
@@ -27,6 +29,9 @@ func overlayDiscovery(s *Settings, d *v1alpha1.DiscoverySpec) {
 	if d.CA != nil {
 		setIf(&s.CAMode, d.CA.Mode)
 		setIf(&s.CASecretName, d.CA.SecretName)
+		if d.CA.DistrustedRoots != nil {
+			s.DistrustedRoots = slices.Clone(d.CA.DistrustedRoots)
+		}
 	}
 	setIf(&s.TrustDomain, d.TrustDomain)
 	if d.SVIDTTL != nil {

@@ -45,9 +45,11 @@ type Settings struct {
 	BootstrapPort int32
 	// MaxStreamsPerIdentity caps the live snapshot streams of one SPIFFE ID.
 	MaxStreamsPerIdentity int32
-	ProxyImage            string
-	ProxyReplicas         int32
-	ProxyResources        corev1.ResourceRequirements
+	// DistrustedRoots are SHA-256 fingerprints (lowercase hex) of CA roots trusted no more.
+	DistrustedRoots []string
+	ProxyImage      string
+	ProxyReplicas   int32
+	ProxyResources  corev1.ResourceRequirements
 }
 
 // Defaults returns the built-in defaults of the specification.
@@ -93,6 +95,11 @@ func (s Settings) Validate() error {
 	}
 	if s.MaxStreamsPerIdentity < 1 || s.MaxStreamsPerIdentity > wellknown.MaxMaxStreamsPerIdentity {
 		add("discovery.maxStreamsPerIdentity", "%d is outside 1..%d", s.MaxStreamsPerIdentity, wellknown.MaxMaxStreamsPerIdentity)
+	}
+	for _, fp := range s.DistrustedRoots {
+		if len(fp) != 64 || strings.Trim(fp, "0123456789abcdef") != "" {
+			add("discovery.ca.distrustedRoots", "%q is not a lowercase hex SHA-256", fp)
+		}
 	}
 	if s.ProxyReplicas < 0 {
 		add("proxy.replicas", "%d is negative", s.ProxyReplicas)

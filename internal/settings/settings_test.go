@@ -130,6 +130,23 @@ func TestResolve(t *testing.T) {
 		t.Errorf("a field set in the CoxswainConfig wins over the flags (-want +got):\n%s", diff)
 	}
 
+	t.Run("distrusted roots come from the CoxswainConfig and must be SHA-256 fingerprints", func(t *testing.T) {
+		t.Parallel()
+		fp := strings.Repeat("ab", 32)
+		got, err := Resolve(base, &v1alpha1.CoxswainConfigSpec{Discovery: &v1alpha1.DiscoverySpec{
+			CA: &v1alpha1.CASpec{DistrustedRoots: []string{fp}},
+		}})
+		if err != nil || !cmp.Equal(got.DistrustedRoots, []string{fp}) {
+			t.Fatalf("Resolve() = %v, %v; want the distrusted root", got.DistrustedRoots, err)
+		}
+		_, err = Resolve(base, &v1alpha1.CoxswainConfigSpec{Discovery: &v1alpha1.DiscoverySpec{
+			CA: &v1alpha1.CASpec{DistrustedRoots: []string{"AB"}},
+		}})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "discovery.ca.distrustedRoots") {
+			t.Fatalf("Resolve() error = %v, want ErrInvalid naming discovery.ca.distrustedRoots", err)
+		}
+	})
+
 	t.Run("a port that collides with the other listener's flag value is rejected", func(t *testing.T) {
 		t.Parallel()
 		spec := &v1alpha1.CoxswainConfigSpec{Discovery: &v1alpha1.DiscoverySpec{Port: ptr.To(base.BootstrapPort)}}
