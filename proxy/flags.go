@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -37,6 +38,7 @@ type options struct {
 	pprof            bool
 	verbosity        int
 	shutdownTimeout  time.Duration
+	snapshotCache    string
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -65,6 +67,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.pprof, "pprof", false, "Serve runtime profiles under /debug/pprof/ on the health address.")
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity: 0 or 1.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "How long to drain on SIGTERM.")
+	fs.StringVar(&o.snapshotCache, "snapshot-cache", "",
+		"File on a memory-backed volume (tmpfs) where the last good snapshot is kept and restored from on restart; off when empty.")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -85,6 +89,11 @@ func (o *options) complete() error {
 			return fmt.Errorf("--discovery-endpoint: %w", err)
 		}
 		o.bootstrapAddress = net.JoinHostPort(host, strconv.Itoa(wellknown.BootstrapPort))
+	}
+	if o.snapshotCache != "" {
+		if err := requireMemoryBacked(filepath.Dir(o.snapshotCache)); err != nil {
+			return fmt.Errorf("--snapshot-cache: %w", err)
+		}
 	}
 	if o.nodeID == "" {
 		id, err := defaultNodeID()

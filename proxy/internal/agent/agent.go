@@ -51,6 +51,7 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	a.restore(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := a.renewLoop(ctx); err != nil {

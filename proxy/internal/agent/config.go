@@ -62,6 +62,10 @@ type Config struct {
 	// ReBootstrapInterval rate-limits the re-bootstraps a failed verification of the controller
 	// forces; DefaultReBootstrapInterval when zero.
 	ReBootstrapInterval time.Duration
+	// SnapshotPath, when set, is where the agent keeps the applied snapshot, and restores it
+	// from on start (served as Degraded until a stream delivers one). It holds listener private
+	// keys: it must be on a memory-backed volume, never a disk.
+	SnapshotPath string
 	// Clock is the time source, the wall clock when nil.
 	Clock clock.Clock
 	// Rand returns numbers in [0, 1) for jitter; math/rand/v2 when nil. Keys never use it.
