@@ -149,7 +149,10 @@ func cacheOptions(namespace string) cache.Options {
 // decides which proxy may subscribe to which Gateway.
 func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board *readiness.Board, isLeader func() bool, elected <-chan struct{}) error {
 	snapshots := snapcache.New(nil)
-	authority := scopeauth.New()
+	authority := scopeauth.New(
+		scopeauth.ServiceAccount{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
+		scopeauth.ServiceAccount{Namespace: o.namespace, Name: o.controllerSA},
+	)
 	disc, err := discoveryserver.Setup(mgr, discoveryserver.SetupOptions{
 		Namespace:      o.namespace,
 		PodName:        os.Getenv("POD_NAME"),

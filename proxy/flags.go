@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -39,6 +40,7 @@ type options struct {
 	pprof            bool
 	verbosity        int
 	shutdownTimeout  time.Duration
+	snapshotCache    string
 	limits           limits
 }
 
@@ -127,6 +129,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity: 0 or 1.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "How long to drain on SIGTERM.")
 	o.limits.register(fs)
+	fs.StringVar(&o.snapshotCache, "snapshot-cache", "",
+		"File on a memory-backed volume (tmpfs) where the last good snapshot is kept and restored from on restart; off when empty.")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -150,6 +154,11 @@ func (o *options) complete() error {
 			return fmt.Errorf("--discovery-endpoint: %w", err)
 		}
 		o.bootstrapAddress = net.JoinHostPort(host, strconv.Itoa(wellknown.BootstrapPort))
+	}
+	if o.snapshotCache != "" {
+		if err := requireMemoryBacked(filepath.Dir(o.snapshotCache)); err != nil {
+			return fmt.Errorf("--snapshot-cache: %w", err)
+		}
 	}
 	if o.nodeID == "" {
 		id, err := defaultNodeID()

@@ -219,5 +219,6 @@ func newAgent(opts *options, applier agent.Applier, tracker *health.Tracker, log
 		Applier:                  applier,
 		Observer:                 tracker,
 		Logger:                   log.WithName("agent"),
+		SnapshotPath:             opts.snapshotCache,
 	})
 }

@@ -75,6 +75,14 @@ type DiscoverySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	BootstrapPort *int32 `json:"bootstrapPort,omitempty"`
+
+	// MaxStreamsPerIdentity caps the live snapshot streams one proxy identity (SPIFFE ID) may
+	// hold on each controller replica: a dedicated Gateway needs its replicas plus a rollout's
+	// surge, the shared pool its replicas plus surge. Default 32.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	MaxStreamsPerIdentity *int32 `json:"maxStreamsPerIdentity,omitempty"`
 }
 
 // CASpec configures the discovery certificate authority.
@@ -91,6 +99,16 @@ type CASpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	SecretName *string `json:"secretName,omitempty"`
+
+	// DistrustedRoots are CA certificates trusted no more, by the SHA-256 of their DER encoding
+	// in lowercase hex (`openssl x509 -outform der | sha256sum`): incident response for a
+	// compromised root. A distrusted root leaves the trust bundle at once, the streams of
+	// certificates it signed are closed, and when it is the signing CA the controller fails
+	// closed until the CA Secret holds another (in Auto mode, delete the Secret).
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^[0-9a-f]{64}$`
+	DistrustedRoots []string `json:"distrustedRoots,omitempty"`
 }
 
 // ProxyDefaults are what the provisioner uses for a proxy Deployment when nothing more specific
@@ -120,8 +138,10 @@ type EffectiveSettings struct {
 	SVIDTTL       metav1.Duration `json:"svidTTL"`
 	Port          int32           `json:"port"`
 	BootstrapPort int32           `json:"bootstrapPort"`
-	ProxyImage    string          `json:"proxyImage,omitempty"`
-	ProxyReplicas int32           `json:"proxyReplicas"`
+	// +optional
+	MaxStreamsPerIdentity int32  `json:"maxStreamsPerIdentity,omitempty"`
+	ProxyImage            string `json:"proxyImage,omitempty"`
+	ProxyReplicas         int32  `json:"proxyReplicas"`
 }
 
 // CoxswainConfigStatus is the observed state of a CoxswainConfig.

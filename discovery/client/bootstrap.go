@@ -39,6 +39,9 @@ type BootstrapConfig struct {
 	Address string
 	// ServerName is the DNS name the controller's serving certificate must carry.
 	ServerName string
+	// Controller authorizes the SPIFFE ID of the controller's serving certificate; the
+	// controller's ServiceAccount in the install namespace, in any trust domain, when nil.
+	Controller tlsconfig.Authorizer
 	// TokenPath and BundlePath default to wellknown.TokenPath and wellknown.TrustBundlePath.
 	TokenPath  string
 	BundlePath string
@@ -46,6 +49,10 @@ type BootstrapConfig struct {
 	Scope *discoveryv1.Scope
 	// DialOptions are added to the connection's options (tests, custom dialers).
 	DialOptions []grpc.DialOption
+	// Renewing, when set, is the proxy's current SVID, presented on the bootstrap connection so
+	// that the controller gives the renewal of a live proxy priority over first bootstraps. It
+	// authorizes nothing: the token does.
+	Renewing *tls.Certificate
 }
 
 // SVID is an issued identity: the certificate with its in-memory private key, the trust bundle
@@ -138,7 +145,16 @@ func callBootstrap(ctx context.Context, cfg BootstrapConfig, bundle *pki.Bundle,
 	if cfg.Address == "" || cfg.ServerName == "" {
 		return nil, errors.New("bootstrap: address and server name are required")
 	}
-	creds := credentials.NewTLS(tlsconfig.BootstrapClient(tlsconfig.NewRotatingBundle(bundle), cfg.ServerName))
+	controller := cfg.Controller
+	if controller == nil {
+		controller = tlsconfig.AuthorizeServiceAccount(wellknown.InstallNamespace, wellknown.ControllerServiceAccount)
+	}
+	tlsConfig := tlsconfig.BootstrapClient(tlsconfig.NewRotatingBundle(bundle), cfg.ServerName, controller)
+	if cfg.Renewing != nil {
+		current := cfg.Renewing
+		tlsConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return current, nil }
+	}
+	creds := credentials.NewTLS(tlsConfig)
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(discoveryv1.MaxBootstrapRequestBytes)),

@@ -13,6 +13,7 @@ import (
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/client"
+	"coxswain.dev/coxswain/discovery/pki/pkitest"
 	"coxswain.dev/coxswain/discovery/server/bootstrap"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/servertest"
@@ -58,7 +59,7 @@ func writeFiles(t *testing.T, p *servertest.PKI, addr string) client.BootstrapCo
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfg.TokenPath, []byte("header.payload.signature\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg.TokenPath, []byte(pkitest.Token("coxswain-system", "coxswain-shared-proxy")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(cfg.BundlePath, bundle.PEM(), 0o600); err != nil {

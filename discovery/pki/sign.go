@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -31,8 +32,14 @@ func (ca *CA) SignSVID(csr *x509.CertificateRequest, id spiffeid.ID, ttl time.Du
 	if err := checkCSRKey(csr.PublicKey); err != nil {
 		return nil, nil, err
 	}
-	return ca.issue(csr.PublicKey, id, nil, ttl, now)
+	return ca.issue(csr.PublicKey, id, nil, clientUsages, ttl, now)
 }
+
+// A proxy's SVID only ever authenticates a client; the controller's certificate serves.
+var (
+	clientUsages = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	serverUsages = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}
+)
 
 // IssueServerCert issues the controller's own serving certificate for pub: id as URI SAN plus
 // dnsNames, usable for server and client auth, for ttl but never past the CA.
@@ -40,10 +47,10 @@ func (ca *CA) IssueServerCert(pub crypto.PublicKey, id spiffeid.ID, dnsNames []s
 	if err := checkCSRKey(pub); err != nil {
 		return nil, nil, err
 	}
-	return ca.issue(pub, id, dnsNames, ttl, now)
+	return ca.issue(pub, id, dnsNames, serverUsages, ttl, now)
 }
 
-func (ca *CA) issue(pub crypto.PublicKey, id spiffeid.ID, dnsNames []string, ttl time.Duration, now time.Time) (*x509.Certificate, []byte, error) {
+func (ca *CA) issue(pub crypto.PublicKey, id spiffeid.ID, dnsNames []string, usages []x509.ExtKeyUsage, ttl time.Duration, now time.Time) (*x509.Certificate, []byte, error) {
 	if ttl < wellknown.MinSVIDTTL || ttl > wellknown.MaxSVIDTTL {
 		return nil, nil, fmt.Errorf("%w: ttl %s not in [%s, %s]", ErrInvalidLifetime, ttl, wellknown.MinSVIDTTL, wellknown.MaxSVIDTTL)
 	}
@@ -53,7 +60,7 @@ func (ca *CA) issue(pub crypto.PublicKey, id spiffeid.ID, dnsNames []string, ttl
 	if err := ca.CheckValid(now); err != nil {
 		return nil, nil, err
 	}
-	tmpl, err := ca.leafTemplate(id, dnsNames, ttl, now)
+	tmpl, err := ca.leafTemplate(id, dnsNames, usages, ttl, now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -84,7 +91,7 @@ func (ca *CA) checkID(id spiffeid.ID) error {
 	return nil
 }
 
-func (ca *CA) leafTemplate(id spiffeid.ID, dnsNames []string, ttl time.Duration, now time.Time) (*x509.Certificate, error) {
+func (ca *CA) leafTemplate(id spiffeid.ID, dnsNames []string, usages []x509.ExtKeyUsage, ttl time.Duration, now time.Time) (*x509.Certificate, error) {
 	serial, err := newSerial()
 	if err != nil {
 		return nil, err
@@ -106,7 +113,7 @@ func (ca *CA) leafTemplate(id spiffeid.ID, dnsNames []string, ttl time.Duration,
 		BasicConstraintsValid: true,
 		IsCA:                  false,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           slices.Clone(usages),
 	}, nil
 }
 

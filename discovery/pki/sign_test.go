@@ -48,7 +48,7 @@ func TestSignSVIDOverridesTheCSR(t *testing.T) {
 		URIs:                  []string{svidID.String()},
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		NotBefore:             now.Add(-pki.ClockSkew),
 		NotAfter:              now.Add(24 * time.Hour),
 	}
@@ -85,7 +85,10 @@ func TestSignSVIDOverridesTheCSR(t *testing.T) {
 				t.Fatal("DER differs from the parsed certificate")
 			}
 			verify(t, ca, cert, now, x509.ExtKeyUsageClientAuth)
-			verify(t, ca, cert, now, x509.ExtKeyUsageServerAuth)
+			opts := x509.VerifyOptions{Roots: pki.NewBundle(ca.Certificate()).Pool(), CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+			if _, err := cert.Verify(opts); err == nil {
+				t.Fatal("a proxy SVID verifies as a TLS server certificate")
+			}
 		})
 	}
 }

@@ -89,7 +89,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Serve(ctx context.Context, bl, sl net.Listener) error {
 	errs := make(chan error, 2)
 	go func() { errs <- serve("bootstrap", s.bootstrap, bl) }()
-	go func() { errs <- serve("stream", s.stream, sl) }()
+	go func() { errs <- serve("stream", s.stream, s.cfg.Stream.Listener(sl)) }()
 	s.cfg.Logger.Info("Serving discovery", "bootstrapAddr", bl.Addr().String(), "streamAddr", sl.Addr().String())
 	var first error
 	select {

@@ -16,6 +16,7 @@ import (
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/client"
+	"coxswain.dev/coxswain/discovery/pki/pkitest"
 	"coxswain.dev/coxswain/discovery/server"
 	"coxswain.dev/coxswain/discovery/server/bootstrap"
 	"coxswain.dev/coxswain/discovery/server/cache"
@@ -124,7 +125,7 @@ func bootstrapSVID(t *testing.T, p *servertest.PKI, addr string, scope cache.Sco
 		TokenPath: dir + "/token", BundlePath: dir + "/ca.crt", Scope: scope.Proto(),
 	}
 	bundle, _ := p.Bundle.Bundle()
-	writeFile(t, cfg.TokenPath, []byte("token"))
+	writeFile(t, cfg.TokenPath, []byte(pkitest.Token("prod", "web-coxswain")))
 	writeFile(t, cfg.BundlePath, bundle.PEM())
 	svid, err := client.Bootstrap(t.Context(), cfg)
 	if err != nil {

@@ -9,23 +9,29 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 )
 
-// BootstrapServer serves certs over TLS 1.3 without asking for a client certificate: the
-// bootstrap caller authenticates with its token instead.
+// BootstrapServer serves certs over TLS 1.3. The bootstrap caller authenticates with its token;
+// a proxy renewing its identity may also present its current SVID, which the bootstrap service
+// verifies itself and uses only to give the renewal priority, never to authorize it.
 func BootstrapServer(certs CertificateSource) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
-		ClientAuth: tls.NoClientCert,
+		ClientAuth: tls.RequestClientCert,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return getCertificate(certs)
 		},
 	}
 }
 
-// BootstrapClient verifies the server's chain against the current bundle and its DNS SAN
-// against serverName; it presents no certificate.
-func BootstrapClient(bundles BundleSource, serverName string) *tls.Config {
+// BootstrapClient verifies the server's chain against the current bundle, its DNS SAN against
+// serverName and its one SPIFFE ID with authorize (AuthorizeServiceAccount of the controller):
+// a certificate of the same CA for that DNS name but another identity is refused. It presents no
+// certificate unless the caller sets GetClientCertificate.
+func BootstrapClient(bundles BundleSource, serverName string, authorize Authorizer) *tls.Config {
 	if serverName == "" {
 		panic("tlsconfig: BootstrapClient needs a server name")
+	}
+	if authorize == nil {
+		panic("tlsconfig: nil authorizer")
 	}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
@@ -36,6 +42,17 @@ func BootstrapClient(bundles BundleSource, serverName string) *tls.Config {
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if err := verifyChain(cs.PeerCertificates, bundles, x509.ExtKeyUsageServerAuth, serverName, time.Now()); err != nil {
 				return fmt.Errorf("tlsconfig: verify server %s: %w", serverName, err)
+			}
+			leaf := cs.PeerCertificates[0]
+			if len(leaf.URIs) != 1 {
+				return fmt.Errorf("tlsconfig: server %s: %w: %d URI SANs, want one SPIFFE ID", serverName, ErrUnauthorized, len(leaf.URIs))
+			}
+			id, err := spiffeid.FromURI(leaf.URIs[0])
+			if err != nil {
+				return fmt.Errorf("tlsconfig: server %s: %w", serverName, err)
+			}
+			if err := authorize(id); err != nil {
+				return fmt.Errorf("tlsconfig: authorize server %s: %w", serverName, err)
 			}
 			return nil
 		},

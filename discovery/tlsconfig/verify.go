@@ -33,6 +33,19 @@ func AuthorizeID(want spiffeid.ID) Authorizer {
 	}
 }
 
+// AuthorizeServiceAccount accepts the SPIFFE ID of ServiceAccount namespace/sa in any trust
+// domain: for a proxy's first bootstrap, before an SVID tells it the trust domain (the bundle's
+// CA, name-constrained to the trust domain in Auto mode, bounds which one).
+func AuthorizeServiceAccount(namespace, sa string) Authorizer {
+	path := "/ns/" + namespace + "/sa/" + sa
+	return func(id spiffeid.ID) error {
+		if id.Path() != path {
+			return fmt.Errorf("%w: %s, want the path %s", ErrUnauthorized, id, path)
+		}
+		return nil
+	}
+}
+
 // verifyChain verifies the peer chain against the current bundle for usage at now.
 func verifyChain(chain []*x509.Certificate, bundles BundleSource, usage x509.ExtKeyUsage, dnsName string, now time.Time) error {
 	if len(chain) == 0 {

@@ -41,6 +41,12 @@ const (
 	// MaxSVIDTTL is the longest configurable SVID lifetime.
 	MaxSVIDTTL = 30 * 24 * time.Hour
 
+	// DefaultMaxStreamsPerIdentity is how many live snapshot streams one proxy identity may hold
+	// by default: the replicas of its Deployment plus the surge of a rollout.
+	DefaultMaxStreamsPerIdentity = 32
+	// MaxMaxStreamsPerIdentity is the largest configurable cap.
+	MaxMaxStreamsPerIdentity = 4096
+
 	// SharedProxyServiceAccount is the ServiceAccount of the shared proxy pool.
 	SharedProxyServiceAccount = "coxswain-shared-proxy"
 	// ControllerServiceAccount is the controller's ServiceAccount in the install namespace; the

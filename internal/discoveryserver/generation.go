@@ -77,18 +77,18 @@ func (r *Runner) listen(ctx context.Context, g *generation, td spiffeid.TrustDom
 	if err != nil {
 		return err
 	}
-	if g.addrs.Bootstrap, err = g.serve(ctx, bs, r.address(g.cfg.bootstrapPort)); err != nil {
+	if g.addrs.Bootstrap, err = g.serve(ctx, bs, r.address(g.cfg.bootstrapPort), nil); err != nil {
 		return fmt.Errorf("bootstrap listener: %w", err)
 	}
 	if r.opts.Snapshots == nil {
 		return nil
 	}
-	ss, srv, err := r.streamServer(td, certs)
+	ss, srv, err := r.streamServer(td, g.cfg, certs)
 	if err != nil {
 		return err
 	}
 	g.stream = srv
-	if g.addrs.Stream, err = g.serve(ctx, ss, r.address(g.cfg.streamPort)); err != nil {
+	if g.addrs.Stream, err = g.serve(ctx, ss, r.address(g.cfg.streamPort), srv.Listener); err != nil {
 		return fmt.Errorf("stream listener: %w", err)
 	}
 	return nil
@@ -108,9 +108,10 @@ func (r *Runner) bootstrapServer(td spiffeid.TrustDomain, cfg listenConfig, cert
 
 // streamServer serves the stream on mandatory mTLS: the handshake admits any SVID of the trust
 // domain that chains to the current bundle, and the stream service authorizes each scope.
-func (r *Runner) streamServer(td spiffeid.TrustDomain, certs tlsconfig.CertificateSource) (*grpc.Server, *stream.Server, error) {
+func (r *Runner) streamServer(td spiffeid.TrustDomain, cfg listenConfig, certs tlsconfig.CertificateSource) (*grpc.Server, *stream.Server, error) {
 	srv, err := stream.New(stream.Config{
 		TrustDomain: td, Bundles: r.opts.CA, Cache: r.opts.Snapshots, Scopes: r.opts.Scopes,
+		MaxStreamsPerIdentity: int(cfg.maxStreams), MaxSessionLifetime: cfg.svidTTL,
 		InstallNamespace: r.opts.Namespace, Registerer: r.opts.Registerer, Logger: r.log.WithName("stream"),
 	})
 	if err != nil {
@@ -127,13 +128,16 @@ func (r *Runner) address(port int32) string {
 	return net.JoinHostPort(r.opts.Host, strconv.Itoa(int(port)))
 }
 
-// serve binds addr and serves gs on it until stop; a Serve that ends on its own marks the
-// generation failed.
-func (g *generation) serve(ctx context.Context, gs *grpc.Server, addr string) (string, error) {
+// serve binds addr and serves gs on it, through wrap when not nil (the stream listener's
+// connection cap), until stop; a Serve that ends on its own marks the generation failed.
+func (g *generation) serve(ctx context.Context, gs *grpc.Server, addr string, wrap func(net.Listener) net.Listener) (string, error) {
 	var lc net.ListenConfig
 	lis, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return "", err
+	}
+	if wrap != nil {
+		lis = wrap(lis)
 	}
 	g.servers = append(g.servers, gs)
 	g.wg.Go(func() {

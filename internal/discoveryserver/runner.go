@@ -125,6 +125,10 @@ func (r *Runner) Start(ctx context.Context) error {
 		var err error
 		gen, err = r.reconcile(ctx, gen)
 		r.stream.Store(gen.streamServer())
+		if s := gen.streamServer(); s != nil {
+			// The bundle may have lost a root: streams of its certificates end now.
+			s.Reverify()
+		}
 		if err != nil {
 			r.log.Error(err, "Failed to start discovery listeners")
 			r.report(metav1.ConditionFalse, ReasonListenFailed, err.Error())
@@ -195,10 +199,14 @@ type listenConfig struct {
 	svidTTL       time.Duration
 	bootstrapPort int32
 	streamPort    int32
+	maxStreams    int32
 }
 
 func configOf(s settings.Settings) listenConfig {
-	return listenConfig{trustDomain: s.TrustDomain, svidTTL: s.SVIDTTL, bootstrapPort: s.BootstrapPort, streamPort: s.Port}
+	return listenConfig{
+		trustDomain: s.TrustDomain, svidTTL: s.SVIDTTL, bootstrapPort: s.BootstrapPort, streamPort: s.Port,
+		maxStreams: s.MaxStreamsPerIdentity,
+	}
 }
 
 // replacingRegisterer lets each generation register its collectors in place of the previous

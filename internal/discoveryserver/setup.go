@@ -10,6 +10,7 @@ import (
 
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/stream"
+	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/identity"
 	"coxswain.dev/coxswain/internal/identity/castore"
 	"coxswain.dev/coxswain/internal/identity/trustbundle"
@@ -67,7 +68,7 @@ func Setup(mgr manager.Manager, o SetupOptions) (*Components, error) {
 	}
 	c := &Components{
 		CA:          ca,
-		Allowlist:   identity.NewAllowlist(o.Namespace),
+		Allowlist:   identity.NewAllowlist(o.Namespace, identity.ServiceAccount{Namespace: o.Namespace, Name: controllerSA(o.ServiceAccount)}),
 		TrustCopies: trustbundle.NewReplicator(cs, ca, log.WithName("trustcopies")),
 	}
 	c.Runner, err = New(Options{
@@ -85,4 +86,11 @@ func Setup(mgr manager.Manager, o SetupOptions) (*Components, error) {
 		return nil, fmt.Errorf("discoveryserver: add runnables: %w", err)
 	}
 	return c, nil
+}
+
+func controllerSA(sa string) string {
+	if sa == "" {
+		return wellknown.ControllerServiceAccount
+	}
+	return sa
 }

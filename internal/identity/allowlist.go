@@ -21,7 +21,8 @@ func (s ServiceAccount) String() string { return s.Namespace + "/" + s.Name }
 // registered. The provisioner registers the expected ServiceAccount of every dedicated Gateway.
 // It is safe for concurrent use.
 type Allowlist struct {
-	shared ServiceAccount
+	shared   ServiceAccount
+	reserved map[ServiceAccount]bool
 
 	mu        sync.RWMutex
 	dedicated map[ServiceAccount]struct{}
@@ -30,10 +31,16 @@ type Allowlist struct {
 var _ bootstrap.Allowlist = (*Allowlist)(nil)
 
 // NewAllowlist returns an allowlist holding only the shared proxy ServiceAccount of
-// installNamespace.
-func NewAllowlist(installNamespace string) *Allowlist {
+// installNamespace. The reserved ServiceAccounts (the controller's) never hold an SVID, whatever
+// is registered.
+func NewAllowlist(installNamespace string, reserved ...ServiceAccount) *Allowlist {
+	r := make(map[ServiceAccount]bool, len(reserved))
+	for _, sa := range reserved {
+		r[sa] = true
+	}
 	return &Allowlist{
 		shared:    ServiceAccount{Namespace: installNamespace, Name: wellknown.SharedProxyServiceAccount},
+		reserved:  r,
 		dedicated: map[ServiceAccount]struct{}{},
 	}
 }
@@ -43,6 +50,9 @@ func (a *Allowlist) Allowed(namespace, serviceAccount string) bool {
 	sa := ServiceAccount{Namespace: namespace, Name: serviceAccount}
 	if sa == a.shared {
 		return true
+	}
+	if a.reserved[sa] {
+		return false
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()

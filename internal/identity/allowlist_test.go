@@ -35,3 +35,19 @@ func TestAllowlist(t *testing.T) {
 	check("prod", "a-coxswain", false)
 	check(wellknown.InstallNamespace, wellknown.SharedProxyServiceAccount, true)
 }
+
+// Tests that the controller's own ServiceAccount never gets an SVID, even when a Gateway's
+// dedicated name collides with it and someone registers it.
+func TestAllowlistRefusesReservedIdentities(t *testing.T) {
+	t.Parallel()
+	controller := ServiceAccount{Namespace: wellknown.InstallNamespace, Name: wellknown.ControllerServiceAccount}
+	a := NewAllowlist(wellknown.InstallNamespace, controller)
+	a.Register(controller.Namespace, controller.Name)
+	a.Replace([]ServiceAccount{controller, {Namespace: "prod", Name: wellknown.ControllerServiceAccount}})
+	if a.Allowed(controller.Namespace, controller.Name) {
+		t.Error("the controller's ServiceAccount may hold an SVID")
+	}
+	if !a.Allowed("prod", wellknown.ControllerServiceAccount) {
+		t.Error("the same name in another namespace is refused")
+	}
+}

@@ -63,6 +63,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (bootstr
 		return p, nil
 	}
 	if err := a.checkPod(ctx, p); err != nil {
+		if errors.Is(err, bootstrap.ErrPodMismatch) {
+			return p, err
+		}
 		return bootstrap.Principal{}, err
 	}
 	return p, nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
@@ -14,19 +16,19 @@ import (
 
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-const (
-	// eventAction is the action of a BootstrapRejected event.
-	eventAction = "Bootstrap"
-	// maxNoteBytes keeps an event note under the API server's 1 KiB limit.
-	maxNoteBytes = 1000
-)
+// maxNoteBytes keeps an event note under the API server's 1 KiB limit.
+const maxNoteBytes = 1000
 
 // Reporter implements bootstrap.Reporter with a BootstrapRejected Warning event about an object
 // of the controller's namespace, so that
 //
 //	kubectl -n <ns> get events --field-selector reason=BootstrapRejected
 //
-// lists every refusal. The note carries the principal, the reason and the detail, never a token.
+// lists the refusals. The note carries the principal, the reason and the detail, never a token.
+// Events aggregate per (reason, principal): the action is the refusal's reason and the related
+// object the principal's ServiceAccount, both part of the recorder's series key, so repeats of
+// one refusal fold into one counted series without swallowing the notes of other refusals.
+// The bootstrap service already limits how often one (reason, principal) is reported.
 type Reporter struct {
 	recorder  events.EventRecorder
 	regarding *corev1.ObjectReference
@@ -45,10 +47,25 @@ func NewReporter(recorder events.EventRecorder, regarding corev1.ObjectReference
 func (r *Reporter) BootstrapRejected(_ context.Context, rej bootstrap.Rejection) {
 	note := fmt.Sprintf("Rejected bootstrap of %s (reason %s, code %s) from %s: %s",
 		principalString(rej.Principal), rej.Reason, rej.Code, peerString(rej.Peer), rej.Message)
+	if rej.Suppressed > 0 {
+		note += fmt.Sprintf(" (%d more like it not reported)", rej.Suppressed)
+	}
 	if len(note) > maxNoteBytes {
 		note = note[:maxNoteBytes]
 	}
-	r.recorder.Eventf(r.regarding, nil, corev1.EventTypeWarning, wellknown.EventReasonBootstrapRejected, eventAction, "%s", note)
+	r.recorder.Eventf(r.regarding, related(rej.Principal), corev1.EventTypeWarning, wellknown.EventReasonBootstrapRejected,
+		string(rej.Reason), "%s", note)
+}
+
+// related is the principal's ServiceAccount, nil for a refusal before authentication.
+func related(p bootstrap.Principal) runtime.Object {
+	if p.Namespace == "" || p.ServiceAccount == "" {
+		return nil
+	}
+	return &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.ServiceAccount},
+	}
 }
 
 func principalString(p bootstrap.Principal) string {

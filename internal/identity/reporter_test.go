@@ -57,3 +57,39 @@ func TestControllerReferenceWithoutPod(t *testing.T) {
 		t.Fatalf("ControllerReference = %+v", ref)
 	}
 }
+
+// Tests that refusals of different principals or reasons stay separate events, each with its
+// own note, while a repeat of one refusal folds into its series.
+func TestReporterAggregatesPerReasonAndPrincipal(t *testing.T) {
+	ns := newNamespace(t, "reporter-series")
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clientset.EventsV1()})
+	broadcaster.StartRecordingToSink(t.Context().Done())
+	t.Cleanup(broadcaster.Shutdown)
+	r := NewReporter(broadcaster.NewRecorder(scheme, "coxswain"), ControllerReference(ns, "coxswain-controller-0", "coxswain"))
+	refusals := []bootstrap.Rejection{
+		{Principal: bootstrap.Principal{Namespace: "prod", ServiceAccount: "a"}, Reason: bootstrap.ReasonNotAllowed, Code: codes.PermissionDenied, Message: "first"},
+		{Principal: bootstrap.Principal{Namespace: "prod", ServiceAccount: "b"}, Reason: bootstrap.ReasonNotAllowed, Code: codes.PermissionDenied, Message: "second"},
+		{Principal: bootstrap.Principal{Namespace: "prod", ServiceAccount: "a", PodName: "a-0"}, Reason: bootstrap.ReasonPodMismatch, Code: codes.PermissionDenied, Message: "third"},
+		{Reason: bootstrap.ReasonTokenRejected, Code: codes.Unauthenticated, Message: "fourth"},
+	}
+	for _, rej := range refusals {
+		r.BootstrapRejected(t.Context(), rej)
+	}
+	want := []string{"prod/a (reason IdentityNotAllowed", "prod/b (reason IdentityNotAllowed", "prod/a (pod a-0) (reason PodMismatch", "unauthenticated (reason TokenRejected"}
+	eventually(t, 10*time.Second, "one event per refusal", func() bool {
+		list, err := clientset.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "reason=" + wellknown.EventReasonBootstrapRejected})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, w := range want {
+			for _, ev := range list.Items {
+				if strings.Contains(ev.Message, w) {
+					found++
+					break
+				}
+			}
+		}
+		return found == len(want)
+	})
+}

@@ -170,6 +170,13 @@ func TestAuthenticateDecisions(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Authenticate = %+v, %v; want %v", p, err, tt.want)
 			}
+			if errors.Is(err, bootstrap.ErrPodMismatch) {
+				// The token authenticated: the refusal names whose it was.
+				if p.Namespace != "prod" || p.ServiceAccount != "gw-coxswain" {
+					t.Fatalf("a PodMismatch refusal named %+v, want prod/gw-coxswain", p)
+				}
+				return
+			}
 			if p != (bootstrap.Principal{}) {
 				t.Fatalf("a refusal returned the principal %+v", p)
 			}

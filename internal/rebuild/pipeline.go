@@ -49,8 +49,10 @@ type Result struct {
 	StatusWritten int
 }
 
-// Rebuild runs the pipeline: graph, snapshots, encoding, then the discovery cache (deleting the
-// scopes that vanished), the scope authority and, on the leader, status. Rebuilds must not run
+// Rebuild runs the pipeline: graph, snapshots, encoding, then the scope authority (whose hooks
+// close the streams it no longer allows), the discovery cache (deleting the scopes that vanished)
+// and, on the leader, status. The authority comes first so that a stream revoked by this
+// rebuild is closed before the content it may no longer see is published. Rebuilds must not run
 // concurrently.
 func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	opts := p.Graph
@@ -62,11 +64,12 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("encode snapshots: %w", err)
 	}
+	authorityChanged := p.Authority.Update(g)
 	res, err := p.publish(encoded)
+	res.AuthorityChanged = authorityChanged
 	if err != nil {
 		return res, err
 	}
-	res.AuthorityChanged = p.Authority.Update(g)
 	if !p.IsLeader() {
 		p.trustSynced = false // a future leader term starts from what the cluster holds
 		return res, nil

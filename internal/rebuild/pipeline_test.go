@@ -167,3 +167,40 @@ func TestPipelineCopiesTheTrustBundleToDedicatedNamespacesOnTheLeader(t *testing
 		t.Errorf("after the dedicated Gateway went, the copier was told %v in call %d; want no targets in call 2", got, len(copier.calls))
 	}
 }
+
+// Tests that a rebuild revokes before it publishes: when the authority's hooks run (the stream
+// server's Reauthorize), the cache still holds the content the revoked proxy was allowed to see.
+func TestPipelineRevokesBeforeItPublishes(t *testing.T) {
+	t.Parallel()
+	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }}
+	web := cache.Gateway("prod", "web")
+	twoClasses := world + `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: other}
+spec: {controllerName: coxswain.dev/gateway-controller}
+`
+	if _, err := p.Rebuild(context.Background(), input(t, twoClasses)); err != nil {
+		t.Fatal(err)
+	}
+	before := p.Cache.Get(web).Version()
+	var seen []string
+	p.Authority.OnChange(func() { seen = append(seen, p.Cache.Get(web).Version()) })
+
+	moved := strings.Replace(twoClasses, "gatewayClassName: coxswain\n  infrastructure", "gatewayClassName: other\n  infrastructure", 1)
+	moved = strings.Replace(moved, "port: 8080", "port: 9090", 1)
+	res, err := p.Rebuild(context.Background(), input(t, moved))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.AuthorityChanged || p.Cache.Get(web).Version() == before {
+		t.Fatalf("the rebuild changed authority %v, version %s -> %s; want both changed",
+			res.AuthorityChanged, before, p.Cache.Get(web).Version())
+	}
+	if diff := cmp.Diff([]string{before}, seen); diff != "" {
+		t.Errorf("versions in the cache when revocation ran (-want +got):\n%s", diff)
+	}
+	if sa, _ := p.Authority.ExpectedServiceAccount("prod", "web"); sa != "web-other" {
+		t.Errorf("authority answers %q, want web-other", sa)
+	}
+}

@@ -31,6 +31,7 @@ type ServiceAccount struct {
 // (unknown, not ours, or served by the shared pool) has no dedicated proxy. It is safe for
 // concurrent use.
 type Authority struct {
+	reserved map[ServiceAccount]bool
 	expected atomic.Pointer[map[types.NamespacedName]string]
 
 	mu         sync.Mutex
@@ -40,9 +41,14 @@ type Authority struct {
 
 var _ stream.ScopeAuthority = (*Authority)(nil)
 
-// New returns an Authority that answers ErrNotReady until its first Update.
-func New() *Authority {
-	return &Authority{}
+// New returns an Authority that answers ErrNotReady until its first Update and never grants a
+// Gateway one of the reserved ServiceAccounts (the shared pool's and the controller's).
+func New(reserved ...ServiceAccount) *Authority {
+	r := make(map[ServiceAccount]bool, len(reserved))
+	for _, sa := range reserved {
+		r[sa] = true
+	}
+	return &Authority{reserved: r}
 }
 
 // ExpectedServiceAccount returns the ServiceAccount whose proxy may subscribe to Gateway
@@ -79,7 +85,7 @@ func (a *Authority) OnDedicatedIdentities(fn func([]ServiceAccount)) {
 // Update swaps in the answers of g and reports whether they changed; hooks run before it
 // returns. Updates must not run concurrently with each other.
 func (a *Authority) Update(g *graph.Graph) bool {
-	next := Expected(g)
+	next := Expected(g, a.reserved)
 	prev := a.expected.Swap(&next)
 	if prev != nil && maps.Equal(*prev, next) {
 		return false
@@ -99,12 +105,24 @@ func (a *Authority) Update(g *graph.Graph) bool {
 	return true
 }
 
-// Expected maps every dedicated Gateway of g to the ServiceAccount of its proxy.
-func Expected(g *graph.Graph) map[types.NamespacedName]string {
+// Expected maps every dedicated Gateway of g to the ServiceAccount of its proxy, leaving out
+// the Gateways whose ServiceAccount is reserved or is also another Gateway's: "<gateway>-<class>"
+// names collide ("a" of class "b-c" and "a-b" of class "c"), and two Gateways sharing an
+// identity could read each other's keys. Such Gateways get no dedicated proxy identity at all,
+// whatever the provisioner does.
+func Expected(g *graph.Graph, reserved map[ServiceAccount]bool) map[types.NamespacedName]string {
 	out := map[types.NamespacedName]string{}
+	owners := map[ServiceAccount]int{}
 	for _, gw := range g.Gateways {
 		if gw.Dedicated && gw.ProxyName != "" {
 			out[gw.Key()] = gw.ProxyName
+			owners[ServiceAccount{Namespace: gw.Key().Namespace, Name: gw.ProxyName}]++
+		}
+	}
+	for key, sa := range out {
+		id := ServiceAccount{Namespace: key.Namespace, Name: sa}
+		if reserved[id] || owners[id] > 1 {
+			delete(out, key)
 		}
 	}
 	return out

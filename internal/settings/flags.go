@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -17,6 +18,7 @@ type Flags struct {
 	svidTTL       string
 	port          int
 	bootstrapPort int
+	maxStreams    int
 	proxyImage    string
 	proxyReplicas int
 	envErr        error
@@ -46,6 +48,18 @@ func RegisterFlags(fs *flag.FlagSet, lookup func(string) (string, bool)) *Flags 
 		}
 		return int(p)
 	}
+	envInt := func(name string, fallback int32) int {
+		v, ok := lookup(name)
+		if !ok || v == "" {
+			return int(fallback)
+		}
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: %s: %q is not a number", ErrInvalid, name, v))
+			return int(fallback)
+		}
+		return int(n)
+	}
 	fs.StringVar(&f.caMode, "discovery-ca-mode", env(EnvCAMode, string(d.CAMode)),
 		"How the discovery CA is provisioned: Auto or External. Env "+EnvCAMode+".")
 	fs.StringVar(&f.caSecret, "discovery-ca-secret", env(EnvCASecret, d.CASecretName),
@@ -58,6 +72,8 @@ func RegisterFlags(fs *flag.FlagSet, lookup func(string) (string, bool)) *Flags 
 		"Port of the mTLS snapshot stream listener. Env "+EnvPort+".")
 	fs.IntVar(&f.bootstrapPort, "discovery-bootstrap-port", envPort(EnvBootstrapPort, d.BootstrapPort),
 		"Port of the bootstrap listener. Env "+EnvBootstrapPort+".")
+	fs.IntVar(&f.maxStreams, "discovery-max-streams-per-identity", envInt(EnvMaxStreamsPerIdentity, d.MaxStreamsPerIdentity),
+		"Live snapshot streams one proxy identity may hold. Env "+EnvMaxStreamsPerIdentity+".")
 	fs.StringVar(&f.proxyImage, "proxy-image", env(EnvProxyImage, d.ProxyImage), "Default proxy container image. Env "+EnvProxyImage+".")
 	fs.IntVar(&f.proxyReplicas, "proxy-replicas", int(d.ProxyReplicas), "Default number of proxy pods.")
 	f.envErr = errors.Join(errs...)
@@ -79,6 +95,7 @@ func (f *Flags) Settings() (Settings, error) {
 	s.CAMode, s.SVIDTTL = mode, ttl
 	s.CASecretName, s.TrustDomain = f.caSecret, f.trustDomain
 	s.Port, s.BootstrapPort = int32(f.port), int32(f.bootstrapPort)      //nolint:gosec // range-checked by Validate
+	s.MaxStreamsPerIdentity = int32(f.maxStreams)                        //nolint:gosec // range-checked by Validate
 	s.ProxyImage, s.ProxyReplicas = f.proxyImage, int32(f.proxyReplicas) //nolint:gosec // range-checked by Validate
 	if err := errors.Join(errs...); err != nil {
 		return Settings{}, err

@@ -1,6 +1,8 @@
 package settings
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
@@ -27,6 +29,9 @@ func overlayDiscovery(s *Settings, d *v1alpha1.DiscoverySpec) {
 	if d.CA != nil {
 		setIf(&s.CAMode, d.CA.Mode)
 		setIf(&s.CASecretName, d.CA.SecretName)
+		if d.CA.DistrustedRoots != nil {
+			s.DistrustedRoots = slices.Clone(d.CA.DistrustedRoots)
+		}
 	}
 	setIf(&s.TrustDomain, d.TrustDomain)
 	if d.SVIDTTL != nil {
@@ -34,6 +39,7 @@ func overlayDiscovery(s *Settings, d *v1alpha1.DiscoverySpec) {
 	}
 	setIf(&s.Port, d.Port)
 	setIf(&s.BootstrapPort, d.BootstrapPort)
+	setIf(&s.MaxStreamsPerIdentity, d.MaxStreamsPerIdentity)
 }
 
 func overlayProxy(s *Settings, p *v1alpha1.ProxyDefaults) {
@@ -53,13 +59,14 @@ func setIf[T any](dst *T, src *T) {
 // Effective renders s as the status field of a CoxswainConfig.
 func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 	return &v1alpha1.EffectiveSettings{
-		CAMode:        s.CAMode,
-		CASecretName:  s.CASecretName,
-		TrustDomain:   s.TrustDomain,
-		SVIDTTL:       metav1.Duration{Duration: s.SVIDTTL},
-		Port:          s.Port,
-		BootstrapPort: s.BootstrapPort,
-		ProxyImage:    s.ProxyImage,
-		ProxyReplicas: s.ProxyReplicas,
+		CAMode:                s.CAMode,
+		CASecretName:          s.CASecretName,
+		TrustDomain:           s.TrustDomain,
+		SVIDTTL:               metav1.Duration{Duration: s.SVIDTTL},
+		Port:                  s.Port,
+		BootstrapPort:         s.BootstrapPort,
+		MaxStreamsPerIdentity: s.MaxStreamsPerIdentity,
+		ProxyImage:            s.ProxyImage,
+		ProxyReplicas:         s.ProxyReplicas,
 	}
 }

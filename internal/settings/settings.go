@@ -23,6 +23,8 @@ const (
 	EnvPort          = "COXSWAIN_DISCOVERY_PORT"
 	EnvBootstrapPort = "COXSWAIN_DISCOVERY_BOOTSTRAP_PORT"
 	EnvProxyImage    = "COXSWAIN_PROXY_IMAGE"
+	// EnvMaxStreamsPerIdentity caps the live streams of one proxy identity.
+	EnvMaxStreamsPerIdentity = "COXSWAIN_DISCOVERY_MAX_STREAMS_PER_IDENTITY"
 )
 
 // DefaultProxyImage is the proxy image used when nothing else names one.
@@ -36,28 +38,33 @@ var ErrInvalid = errors.New("invalid setting")
 
 // Settings is the operator's effective configuration.
 type Settings struct {
-	CAMode         v1alpha1.CAMode
-	CASecretName   string
-	TrustDomain    string
-	SVIDTTL        time.Duration
-	Port           int32
-	BootstrapPort  int32
-	ProxyImage     string
-	ProxyReplicas  int32
-	ProxyResources corev1.ResourceRequirements
+	CAMode        v1alpha1.CAMode
+	CASecretName  string
+	TrustDomain   string
+	SVIDTTL       time.Duration
+	Port          int32
+	BootstrapPort int32
+	// MaxStreamsPerIdentity caps the live snapshot streams of one SPIFFE ID.
+	MaxStreamsPerIdentity int32
+	// DistrustedRoots are SHA-256 fingerprints (lowercase hex) of CA roots trusted no more.
+	DistrustedRoots []string
+	ProxyImage      string
+	ProxyReplicas   int32
+	ProxyResources  corev1.ResourceRequirements
 }
 
 // Defaults returns the built-in defaults of the specification.
 func Defaults() Settings {
 	return Settings{
-		CAMode:        v1alpha1.CAMode(wellknown.CAModeAuto),
-		CASecretName:  wellknown.CASecretName,
-		TrustDomain:   wellknown.DefaultTrustDomain,
-		SVIDTTL:       wellknown.DefaultSVIDTTL,
-		Port:          wellknown.StreamPort,
-		BootstrapPort: wellknown.BootstrapPort,
-		ProxyImage:    DefaultProxyImage,
-		ProxyReplicas: DefaultProxyReplicas,
+		CAMode:                v1alpha1.CAMode(wellknown.CAModeAuto),
+		CASecretName:          wellknown.CASecretName,
+		TrustDomain:           wellknown.DefaultTrustDomain,
+		SVIDTTL:               wellknown.DefaultSVIDTTL,
+		Port:                  wellknown.StreamPort,
+		BootstrapPort:         wellknown.BootstrapPort,
+		MaxStreamsPerIdentity: wellknown.DefaultMaxStreamsPerIdentity,
+		ProxyImage:            DefaultProxyImage,
+		ProxyReplicas:         DefaultProxyReplicas,
 	}
 }
 
@@ -86,6 +93,14 @@ func (s Settings) Validate() error {
 	}
 	if s.Port == s.BootstrapPort {
 		add("discovery.bootstrapPort", "%d is also discovery.port; the two listeners need different ports", s.Port)
+	}
+	if s.MaxStreamsPerIdentity < 1 || s.MaxStreamsPerIdentity > wellknown.MaxMaxStreamsPerIdentity {
+		add("discovery.maxStreamsPerIdentity", "%d is outside 1..%d", s.MaxStreamsPerIdentity, wellknown.MaxMaxStreamsPerIdentity)
+	}
+	for _, fp := range s.DistrustedRoots {
+		if len(fp) != 64 || strings.Trim(fp, "0123456789abcdef") != "" {
+			add("discovery.ca.distrustedRoots", "%q is not a lowercase hex SHA-256", fp)
+		}
 	}
 	if s.ProxyReplicas < 0 {
 		add("proxy.replicas", "%d is negative", s.ProxyReplicas)

@@ -38,11 +38,11 @@ func TestFlagsAndEnvironment(t *testing.T) {
 			name: "the environment replaces the defaults",
 			env: map[string]string{
 				EnvCAMode: "external", EnvCASecret: "my-ca", EnvSVIDTTL: "2h", EnvTrustDomain: "example.org",
-				EnvPort: "6000", EnvBootstrapPort: "6001", EnvProxyImage: "registry.example/proxy:v1",
+				EnvPort: "6000", EnvBootstrapPort: "6001", EnvProxyImage: "registry.example/proxy:v1", EnvMaxStreamsPerIdentity: "5",
 			},
 			want: withDefaults(func(s *Settings) {
 				s.CAMode, s.CASecretName, s.SVIDTTL, s.TrustDomain = v1alpha1.CAModeExternal, "my-ca", 2*time.Hour, "example.org"
-				s.Port, s.BootstrapPort, s.ProxyImage = 6000, 6001, "registry.example/proxy:v1"
+				s.Port, s.BootstrapPort, s.ProxyImage, s.MaxStreamsPerIdentity = 6000, 6001, "registry.example/proxy:v1", 5
 			}),
 		},
 		{
@@ -50,6 +50,11 @@ func TestFlagsAndEnvironment(t *testing.T) {
 			env:  map[string]string{EnvTrustDomain: "env.example", EnvPort: "6000"},
 			args: []string{"--discovery-trust-domain=flag.example"},
 			want: withDefaults(func(s *Settings) { s.TrustDomain, s.Port = "flag.example", 6000 }),
+		},
+		{
+			name: "the stream cap per identity has a flag",
+			args: []string{"--discovery-max-streams-per-identity=3"},
+			want: withDefaults(func(s *Settings) { s.MaxStreamsPerIdentity = 3 }),
 		},
 		{
 			name: "an empty environment variable counts as unset",
@@ -86,6 +91,8 @@ func TestFlagsRejectBadValues(t *testing.T) {
 		{name: "a trust domain with a scheme is rejected", args: []string{"--discovery-trust-domain=spiffe://x"}, wantField: "discovery.trustDomain"},
 		{name: "equal ports are rejected", args: []string{"--discovery-port=7000", "--discovery-bootstrap-port=7000"}, wantField: "discovery.bootstrapPort"},
 		{name: "a port out of range is rejected", args: []string{"--discovery-port=70000"}, wantField: "discovery.port"},
+		{name: "a stream cap of zero is rejected", args: []string{"--discovery-max-streams-per-identity=0"}, wantField: "discovery.maxStreamsPerIdentity"},
+		{name: "a stream cap that is not a number is rejected", env: map[string]string{EnvMaxStreamsPerIdentity: "many"}, wantField: EnvMaxStreamsPerIdentity},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,6 +129,23 @@ func TestResolve(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("a field set in the CoxswainConfig wins over the flags (-want +got):\n%s", diff)
 	}
+
+	t.Run("distrusted roots come from the CoxswainConfig and must be SHA-256 fingerprints", func(t *testing.T) {
+		t.Parallel()
+		fp := strings.Repeat("ab", 32)
+		got, err := Resolve(base, &v1alpha1.CoxswainConfigSpec{Discovery: &v1alpha1.DiscoverySpec{
+			CA: &v1alpha1.CASpec{DistrustedRoots: []string{fp}},
+		}})
+		if err != nil || !cmp.Equal(got.DistrustedRoots, []string{fp}) {
+			t.Fatalf("Resolve() = %v, %v; want the distrusted root", got.DistrustedRoots, err)
+		}
+		_, err = Resolve(base, &v1alpha1.CoxswainConfigSpec{Discovery: &v1alpha1.DiscoverySpec{
+			CA: &v1alpha1.CASpec{DistrustedRoots: []string{"AB"}},
+		}})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "discovery.ca.distrustedRoots") {
+			t.Fatalf("Resolve() error = %v, want ErrInvalid naming discovery.ca.distrustedRoots", err)
+		}
+	})
 
 	t.Run("a port that collides with the other listener's flag value is rejected", func(t *testing.T) {
 		t.Parallel()

@@ -12,6 +12,7 @@ const (
 	dedicated     = "a dedicated Gateway is served to the proxy of its own ServiceAccount and to no other"
 	outage        = "traffic flows while the operator is down and route changes are served after its restart"
 	rotation      = "the proxy renews its SVID under load without failing a request"
+	distrust      = "a distrusted root is replaced and the proxy recovers by itself"
 	ownRBAC       = "the operator does its work with only the permissions of config/rbac"
 )
 
@@ -29,6 +30,7 @@ func TestOperatorAndProxiesEndToEnd(t *testing.T) {
 		{refused, []string{operatorReady}, s.impostorsAreRefused},
 		{dedicated, []string{routed}, s.dedicatedGatewayIsServedToItsOwnProxy},
 		{outage, []string{routed}, s.trafficSurvivesOperatorOutage},
+		{distrust, []string{routed}, s.proxyRecoversFromADistrustedRoot},
 		{rotation, []string{routed}, s.svidRotatesUnderLoad},
 		{ownRBAC, []string{routed}, s.operatorRunsWithItsRBAC},
 	})

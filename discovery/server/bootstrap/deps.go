@@ -39,7 +39,8 @@ func (p Principal) String() string {
 
 // Authenticator reviews a projected ServiceAccount token: audience coxswain-discovery requested
 // and returned, a ServiceAccount username, and a live bound pod. Its errors wrap ErrUnauthenticated,
-// ErrPodMismatch or ErrUnavailable and must never contain the token.
+// ErrPodMismatch or ErrUnavailable and must never contain the token. With ErrPodMismatch it
+// returns the principal the token authenticated, so the refusal names it.
 type Authenticator interface {
 	Authenticate(ctx context.Context, token string) (Principal, error)
 }
@@ -68,6 +69,9 @@ type Rejection struct {
 	Message string
 	// Peer is the remote address of the connection.
 	Peer string
+	// Suppressed counts the refusals of the same reason and principal that were neither logged
+	// nor reported since the previous one that was.
+	Suppressed int
 }
 
 // Reporter is told about every rejection, for example to record a BootstrapRejected Warning

@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -20,6 +22,8 @@ const (
 	handshakeTimeout = 10 * time.Second
 	// maxIdle closes bootstrap connections nobody uses: a proxy bootstraps about twice a day.
 	maxIdle = 2 * time.Minute
+	// maxConcurrentStreams bounds the calls one connection may have in progress.
+	maxConcurrentStreams = 4
 )
 
 // NewGRPCServer returns the gRPC server of the bootstrap listener with s registered: TLS 1.3
@@ -42,6 +46,8 @@ func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption
 		}),
 		grpc.MaxRecvMsgSize(discoveryv1.MaxBootstrapRequestBytes),
 		grpc.ConnectionTimeout(handshakeTimeout),
+		// A proxy needs one call at a time; more from one connection only multiply a flood.
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: discoveryv1.KeepaliveMinInterval}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: maxIdle, Time: discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
@@ -49,12 +55,15 @@ func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption
 	}
 	gs := grpc.NewServer(append(base, opts...)...)
 	discoveryv1.RegisterDiscoveryServer(gs, s)
+	h := health.NewServer()
+	h.SetServingStatus(discoveryv1.Discovery_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, h)
 	return gs, nil
 }
 
-// unaryInterceptor lets only Bootstrap through.
+// unaryInterceptor lets only Bootstrap and the health check through.
 func (s *Service) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if info.FullMethod != discoveryv1.Discovery_Bootstrap_FullMethodName {
+	if info.FullMethod != discoveryv1.Discovery_Bootstrap_FullMethodName && info.FullMethod != healthpb.Health_Check_FullMethodName {
 		return nil, s.methodNotAllowed(info.FullMethod)
 	}
 	return handler(ctx, req)

@@ -27,7 +27,7 @@ func TestBootstrapListenerRefusesOtherMethods(t *testing.T) {
 			return err
 		}},
 		{name: "a unary method of an unknown service is refused", call: func() error {
-			return e.conn.Invoke(t.Context(), "/grpc.health.v1.Health/Check", &emptypb.Empty{}, &emptypb.Empty{})
+			return e.conn.Invoke(t.Context(), "/grpc.reflection.v1.ServerReflection/Unknown", &emptypb.Empty{}, &emptypb.Empty{})
 		}},
 		{name: "a streaming method of an unknown service is refused", call: func() error {
 			desc := &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}

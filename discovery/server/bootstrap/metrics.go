@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +15,8 @@ const (
 )
 
 type metrics struct {
-	total *prometheus.CounterVec
+	total      *prometheus.CounterVec
+	suppressed prometheus.Counter
 }
 
 // newMetrics creates the bootstrap metrics and registers them with reg when it is not nil.
@@ -24,11 +26,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "coxswain_discovery_bootstrap_total",
 			Help: "Bootstrap requests by result (issued, rejected) and rejection reason.",
 		}, []string{"result", "reason"}),
+		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coxswain_discovery_bootstrap_rejections_unreported_total",
+			Help: "Bootstrap rejections neither logged nor reported as events, because the same reason and principal were lately.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	if err := reg.Register(m.total); err != nil {
+	if err := errors.Join(reg.Register(m.total), reg.Register(m.suppressed)); err != nil {
 		return nil, fmt.Errorf("register bootstrap metrics: %w", err)
 	}
 	return m, nil

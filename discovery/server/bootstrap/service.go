@@ -19,6 +19,7 @@ import (
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/pki"
 	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/server/internal/quiet"
 	"coxswain.dev/coxswain/discovery/spiffe"
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
@@ -49,6 +50,15 @@ type Config struct {
 	MaxConcurrent int
 	MaxQueued     int
 	QueueWait     time.Duration
+	// MaxRenewalsConcurrent renewals (callers presenting a valid SVID) run at once in a lane of
+	// their own, with MaxQueued more waiting; DefaultMaxConcurrent when zero.
+	MaxRenewalsConcurrent int
+	// MaxPerSource bootstraps of one source address may run or wait at once;
+	// DefaultMaxPerSource when zero.
+	MaxPerSource int
+	// RefusedTokenTTL is how long a token the review refused is refused again without a review;
+	// DefaultRefusedTokenTTL when zero.
+	RefusedTokenTTL time.Duration
 }
 
 // Service implements the Bootstrap method of the Discovery service. Stream is left
@@ -65,6 +75,10 @@ type Service struct {
 	log      logr.Logger
 	now      func() time.Time
 	limiter  *limiter
+	renewals *limiter
+	sources  *sources
+	refused  *refusedTokens
+	quiet    *quiet.Limiter
 	metrics  *metrics
 }
 
@@ -80,7 +94,11 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		td: cfg.TrustDomain, ttl: cfg.SVIDTTL, auth: cfg.Authenticator, allow: cfg.Allowlist, ca: cfg.CA,
 		reporter: cfg.Reporter, log: cfg.Logger, now: cfg.Now, metrics: m,
-		limiter: newLimiter(cfg.MaxConcurrent, cfg.MaxQueued, cfg.QueueWait),
+		limiter:  newLimiter(cfg.MaxConcurrent, cfg.MaxQueued, cfg.QueueWait),
+		renewals: newLimiter(cfg.MaxRenewalsConcurrent, cfg.MaxQueued, cfg.QueueWait),
+		sources:  newSources(cfg.MaxPerSource),
+		refused:  newRefusedTokens(cfg.RefusedTokenTTL),
+		quiet:    quiet.New(quiet.DefaultBurst, quiet.DefaultInterval),
 	}, nil
 }
 
@@ -103,6 +121,9 @@ func (cfg *Config) defaults() error {
 	cfg.MaxConcurrent = orDefault(cfg.MaxConcurrent, DefaultMaxConcurrent)
 	cfg.MaxQueued = orDefault(cfg.MaxQueued, DefaultMaxQueued)
 	cfg.QueueWait = orDefault(cfg.QueueWait, DefaultQueueWait)
+	cfg.MaxRenewalsConcurrent = orDefault(cfg.MaxRenewalsConcurrent, DefaultMaxConcurrent)
+	cfg.MaxPerSource = orDefault(cfg.MaxPerSource, DefaultMaxPerSource)
+	cfg.RefusedTokenTTL = orDefault(cfg.RefusedTokenTTL, DefaultRefusedTokenTTL)
 	return nil
 }
 
@@ -113,8 +134,10 @@ func orDefault[T int | time.Duration](v, def T) T {
 	return v
 }
 
-// Bootstrap checks, in order, the wire version, the token, the allowlist and the CSR, then signs
-// an SVID whose only name is the SPIFFE ID of the authenticated ServiceAccount.
+// Bootstrap checks, in order, the wire version, the token's shape (before it costs anything),
+// its admission (per-source bound, then a slot of the first-bootstrap or the renewal lane), the
+// token's review, the allowlist and the CSR, then signs an SVID whose only name is the SPIFFE ID
+// of the authenticated ServiceAccount.
 func (s *Service) Bootstrap(ctx context.Context, req *discoveryv1.BootstrapRequest) (*discoveryv1.BootstrapResponse, error) {
 	principal, resp, err := s.bootstrap(ctx, req)
 	if err != nil {
@@ -134,13 +157,25 @@ func (s *Service) bootstrap(ctx context.Context, req *discoveryv1.BootstrapReque
 	if req.GetToken() == "" {
 		return Principal{}, nil, reject(ReasonTokenMissing, "no token", nil)
 	}
-	if err := s.limiter.acquire(ctx); err != nil {
-		return Principal{}, nil, err
+	token := req.GetToken()
+	if _, err := precheckToken(token, s.now()); err != nil {
+		return Principal{}, nil, reject(ReasonTokenRejected, "token not accepted", err)
 	}
-	defer s.limiter.release()
-	principal, err := s.authenticate(ctx, req.GetToken())
+	if s.refused.refused(token, s.now()) {
+		return Principal{}, nil, reject(ReasonTokenRejected, "token not accepted", errRecentlyRefused)
+	}
+	release, err := s.admit(ctx)
 	if err != nil {
 		return Principal{}, nil, err
+	}
+	defer release()
+	principal, err := s.authenticate(ctx, token)
+	if err != nil {
+		var rej *rejectError
+		if errors.As(err, &rej) && rej.reason == ReasonTokenRejected {
+			s.refused.add(token, s.now())
+		}
+		return principal, nil, err
 	}
 	id, err := s.authorize(principal)
 	if err != nil {
@@ -150,11 +185,34 @@ func (s *Service) bootstrap(ctx context.Context, req *discoveryv1.BootstrapReque
 	return principal, resp, err
 }
 
+// admit takes the caller's share of its source address and a slot of its lane; release gives
+// both back.
+func (s *Service) admit(ctx context.Context) (func(), error) {
+	host := sourceHost(ctx)
+	if err := s.sources.take(host); err != nil {
+		return nil, err
+	}
+	lane := s.limiter
+	if s.renewing(ctx) {
+		lane = s.renewals
+	}
+	if err := lane.acquire(ctx); err != nil {
+		s.sources.give(host)
+		return nil, err
+	}
+	return func() {
+		lane.release()
+		s.sources.give(host)
+	}, nil
+}
+
+// authenticate reviews token. A refusal keeps the principal the Authenticator named, if any
+// (a PodMismatch names the ServiceAccount whose pod is gone).
 func (s *Service) authenticate(ctx context.Context, token string) (Principal, error) {
 	p, err := s.auth.Authenticate(ctx, token)
 	if err != nil {
 		reason := authenticationReason(err)
-		return Principal{}, reject(reason, "token not accepted", err)
+		return p, reject(reason, "token not accepted", err)
 	}
 	if p.Namespace == "" || p.ServiceAccount == "" {
 		return Principal{}, reject(ReasonTokenRejected, "token not accepted", errors.New("no ServiceAccount in the review"))
@@ -206,7 +264,8 @@ func chainPEM(leaf, ca *x509.Certificate) []byte {
 	return out
 }
 
-// rejected counts, logs and reports a refused bootstrap and returns its gRPC status.
+// rejected counts every refused bootstrap, logs and reports it unless its (reason, principal)
+// has been logged too often lately, and returns its gRPC status.
 func (s *Service) rejected(ctx context.Context, p Principal, req *discoveryv1.BootstrapRequest, err error) error {
 	var rej *rejectError
 	if !errors.As(err, &rej) {
@@ -214,12 +273,19 @@ func (s *Service) rejected(ctx context.Context, p Principal, req *discoveryv1.Bo
 	}
 	r := Rejection{Principal: p, Reason: rej.reason, Code: rej.reason.Code(), Message: rej.Error(), Peer: peerAddr(ctx)}
 	s.metrics.rejected(r.Reason)
+	st := status.Error(r.Code, fmt.Sprintf("bootstrap rejected (%s): %s", r.Reason, rej.public))
+	ok, suppressed := s.quiet.Allow(string(r.Reason)+" "+p.String(), s.now())
+	if !ok {
+		s.metrics.suppressed.Inc()
+		return st
+	}
+	r.Suppressed = suppressed
 	s.log.Info("Rejected bootstrap", "principal", p.String(), "pod", p.PodName, "scope", scopeString(req.GetScope()),
-		"reason", r.Reason, "code", r.Code.String(), "peer", r.Peer, "detail", r.Message)
+		"reason", r.Reason, "code", r.Code.String(), "peer", r.Peer, "detail", r.Message, "suppressed", suppressed)
 	if r.Reason != ReasonCanceled {
 		s.reporter.BootstrapRejected(ctx, r)
 	}
-	return status.Error(r.Code, fmt.Sprintf("bootstrap rejected (%s): %s", r.Reason, rej.public))
+	return st
 }
 
 func peerAddr(ctx context.Context) string {

@@ -34,7 +34,7 @@ func request(t *testing.T, opts ...pkitest.CSROption) *discoveryv1.BootstrapRequ
 	t.Helper()
 	return &discoveryv1.BootstrapRequest{
 		WireVersion: discoveryv1.WireVersion,
-		Token:       "token",
+		Token:       pkitest.Token(sharedProxy.Namespace, sharedProxy.ServiceAccount),
 		Csr:         pkitest.CSR(t, opts...),
 		Scope:       cache.SharedPool().Proto(),
 	}
@@ -89,9 +89,9 @@ func TestBootstrapRejections(t *testing.T) {
 			code: codes.Unauthenticated, reason: ReasonTokenRejected,
 		},
 		{
-			name: "a token whose pod does not match the live pod is refused",
-			auth: authAnswer{err: fmt.Errorf("%w: uid differs", ErrPodMismatch)},
-			code: codes.PermissionDenied, reason: ReasonPodMismatch,
+			name: "a token whose pod does not match the live pod is refused, naming its principal",
+			auth: authAnswer{principal: sharedProxy, err: fmt.Errorf("%w: uid differs", ErrPodMismatch)},
+			code: codes.PermissionDenied, reason: ReasonPodMismatch, principal: sharedProxy,
 		},
 		{
 			name: "a token that cannot be reviewed now is refused as unavailable",

@@ -70,7 +70,7 @@ func (p *PKI) BootstrapServerTLS() *tls.Config { return tlsconfig.BootstrapServe
 
 // BootstrapClientTLS is a proxy's bootstrap TLS config.
 func (p *PKI) BootstrapClientTLS() *tls.Config {
-	return tlsconfig.BootstrapClient(p.Bundle, ServerName)
+	return tlsconfig.BootstrapClient(p.Bundle, ServerName, tlsconfig.AuthorizeID(spiffeid.RequireFromString(ControllerID)))
 }
 
 // StreamServerTLS is the stream listener's mTLS config, accepting any workload of the trust domain.

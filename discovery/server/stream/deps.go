@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"crypto/x509"
 	"errors"
 	"time"
 
@@ -18,7 +19,8 @@ type ScopeAuthority interface {
 	// ExpectedServiceAccount returns the ServiceAccount, in namespace, whose proxy may subscribe
 	// to Gateway namespace/name. It returns an error wrapping ErrUnknownGateway when no proxy
 	// may; any other error means the answer is not known now and the subscription is refused as
-	// UNAVAILABLE (live streams are kept).
+	// UNAVAILABLE (live streams are kept). It is called under the server's session lock and
+	// before every send, so it must answer from memory and never call back into the Server.
 	ExpectedServiceAccount(namespace, name string) (string, error)
 }
 
@@ -27,6 +29,9 @@ type Identity struct {
 	ID             spiffeid.ID
 	Namespace      string
 	ServiceAccount string
-	// NotAfter is the expiry of the peer certificate; the stream closes then.
+	// NotAfter is when the stream closes: the earliest expiry in the peer's chain, and never
+	// later than the listener's session lifetime after the stream opened.
 	NotAfter time.Time
+	// chain is the verified peer chain, verified again when the trust bundle changes.
+	chain []*x509.Certificate
 }

@@ -6,6 +6,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
@@ -16,7 +18,9 @@ const maxConcurrentStreams = 4
 
 // NewGRPCServer returns the gRPC server of the stream listener with s registered behind its
 // interceptors: TLS 1.3 with tlsConfig (tlsconfig.MTLSServer), which must demand and verify a
-// client certificate, keepalive enforcement and message size caps. There is no way to build it
+// client certificate, a handshake deadline, an idle limit, keepalive enforcement and message
+// size caps. The gRPC health service answers there too, to mTLS peers only (service "" and
+// the Discovery service; NOT_SERVING after Shutdown). There is no way to build it
 // without TLS.
 func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption) (*grpc.Server, error) {
 	cfg, err := mutualTLS(tlsConfig)
@@ -33,15 +37,18 @@ func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption)
 		grpc.MaxRecvMsgSize(discoveryv1.MaxClientMessageBytes),
 		grpc.MaxSendMsgSize(discoveryv1.MaxServerMessageBytes),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.ConnectionTimeout(s.limits.handshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: discoveryv1.KeepaliveMinInterval, PermitWithoutStream: false,
 		}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time: discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
+			MaxConnectionIdle: s.limits.maxConnectionIdle,
+			Time:              discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
 		}),
 	}
 	gs := grpc.NewServer(append(base, opts...)...)
 	discoveryv1.RegisterDiscoveryServer(gs, s)
+	healthpb.RegisterHealthServer(gs, s.health)
 	return gs, nil
 }
 
@@ -60,4 +67,10 @@ func mutualTLS(cfg *tls.Config) (*tls.Config, error) {
 	cfg = cfg.Clone()
 	cfg.MinVersion = tls.VersionTLS13
 	return cfg, nil
+}
+
+func newHealth() *health.Server {
+	h := health.NewServer()
+	h.SetServingStatus(discoveryv1.Discovery_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return h
 }

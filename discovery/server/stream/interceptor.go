@@ -4,15 +4,19 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 )
 
-// UnaryInterceptor refuses every unary call: the stream listener serves no unary method, and
-// Bootstrap belongs to the bootstrap listener.
+// UnaryInterceptor refuses every unary call but the health check (the handshake already
+// required a verified client certificate): Bootstrap belongs to the bootstrap listener.
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, _ any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if info.FullMethod == healthpb.Health_Check_FullMethodName {
+			return handler(ctx, req)
+		}
 		return nil, s.refuse(ctx, deny(ReasonMethodNotAllowed, "method %s is not served here", info.FullMethod))
 	}
 }
@@ -27,6 +31,11 @@ func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 		if info.FullMethod != discoveryv1.Discovery_Stream_FullMethodName {
 			return s.refuse(ctx, deny(ReasonMethodNotAllowed, "method %s is not served here", info.FullMethod))
 		}
+		if n := s.streams.Add(1); n > int64(s.limits.streams) {
+			s.streams.Add(-1)
+			return s.refuse(ctx, deny(ReasonTooManyStreams, "the listener holds %d streams", s.limits.streams))
+		}
+		defer s.streams.Add(-1)
 		id, err := s.peers.identity(ctx)
 		if err != nil {
 			return s.refuse(ctx, deny(ReasonNoPeerIdentity, "%v", err))

@@ -25,6 +25,8 @@ type peerVerifier struct {
 	td      spiffeid.TrustDomain
 	bundles tlsconfig.BundleSource
 	now     func() time.Time
+	// maxLifetime caps how long a stream may live, whatever its certificates say.
+	maxLifetime time.Duration
 }
 
 func (v peerVerifier) identity(ctx context.Context) (Identity, error) {
@@ -43,7 +45,13 @@ func (v peerVerifier) identity(ctx context.Context) (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("peer identity %s: %w", id, err)
 	}
-	return Identity{ID: id, Namespace: ns, ServiceAccount: sa, NotAfter: chain[0].NotAfter}, nil
+	notAfter := v.now().Add(v.maxLifetime)
+	for _, c := range chain {
+		if c.NotAfter.Before(notAfter) {
+			notAfter = c.NotAfter
+		}
+	}
+	return Identity{ID: id, Namespace: ns, ServiceAccount: sa, NotAfter: notAfter, chain: chain}, nil
 }
 
 func peerChain(ctx context.Context) ([]*x509.Certificate, error) {

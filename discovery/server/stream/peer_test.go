@@ -119,7 +119,7 @@ func TestStreamListenerRefusesOtherMethods(t *testing.T) {
 		t.Errorf("Bootstrap on the stream listener: %v, want PermissionDenied", err)
 	}
 	conn := servertest.Dial(t, e.addr, e.pki.StreamClientTLS(e.pki.SVID(t, sharedID)))
-	if err := conn.Invoke(t.Context(), "/grpc.health.v1.Health/Check", &emptypb.Empty{}, &emptypb.Empty{}); status.Code(err) != codes.PermissionDenied {
+	if err := conn.Invoke(t.Context(), "/grpc.reflection.v1.ServerReflection/Unknown", &emptypb.Empty{}, &emptypb.Empty{}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("an unknown unary method: %v, want PermissionDenied", err)
 	}
 	if got := testutil.ToFloat64(e.srv.metrics.denied.WithLabelValues(string(ReasonMethodNotAllowed))); got != 2 {

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -53,17 +54,23 @@ func newSession(ctx context.Context, s *Server, id Identity, nodeID string, scop
 	}
 }
 
-// run pushes snapshots until the client leaves, breaks the protocol, the session is cancelled or
-// the peer certificate expires.
+// run pushes snapshots until the client leaves, breaks the protocol, leaves a snapshot
+// unanswered past the ACK deadline, the session is cancelled or the peer certificate expires.
+// One message in flight bounds what a session queues to one snapshot.
 func (p *session) run() error {
 	expiry := time.AfterFunc(p.id.NotAfter.Sub(p.srv.now()), func() {
-		p.cancel(deny(ReasonCertificateExpired, "peer certificate expired at %s", p.id.NotAfter.UTC().Format(time.RFC3339)))
+		p.cancel(deny(ReasonCertificateExpired, "peer certificate or session expired at %s", p.id.NotAfter.UTC().Format(time.RFC3339)))
 	})
 	defer expiry.Stop()
+	answer := time.NewTimer(p.srv.limits.ackTimeout)
+	answer.Stop()
+	defer answer.Stop()
 	for {
 		select {
 		case <-p.ctx.Done():
 			return context.Cause(p.ctx)
+		case <-answer.C:
+			return deny(ReasonAckTimeout, "snapshot %s not answered within %s", p.inflight.snap.Version(), p.srv.limits.ackTimeout)
 		case <-p.watch.Changed():
 		case r := <-p.recv:
 			if r.err != nil {
@@ -72,9 +79,16 @@ func (p *session) run() error {
 			if err := p.handle(r.msg); err != nil {
 				return err
 			}
+			if p.inflight == nil {
+				answer.Stop()
+			}
 		}
-		if err := p.push(); err != nil {
+		sent, err := p.push()
+		if err != nil {
 			return err
+		}
+		if sent {
+			answer.Reset(p.srv.limits.ackTimeout)
 		}
 	}
 }
@@ -131,15 +145,31 @@ func (p *session) nack(version, nonce, detail string) error {
 	return nil
 }
 
+func (p *session) key() sessionKey { return sessionKey{id: p.id.ID.String(), nodeID: p.nodeID} }
+
+// stillAuthorized asks the authority again before a send, so that content published before a
+// revocation reached Reauthorize is never sent to the stream it revokes.
+func (p *session) stillAuthorized() error {
+	err := p.srv.authorize(p.id, p.scope)
+	var d *denial
+	if err != nil && errors.As(err, &d) && d.reason == ReasonScopeNotAuthorized {
+		return deny(ReasonRevoked, "authorization revoked: %s", d.msg)
+	}
+	return nil
+}
+
 // push sends the latest snapshot when nothing is in flight and the proxy lacks it: in full at
 // the start and after a NACK, else as a delta against what the proxy acknowledged.
-func (p *session) push() error {
+func (p *session) push() (bool, error) {
 	snap := p.watch.Snapshot()
 	if p.inflight != nil || snap == nil || snap.Version() == p.rejected {
-		return nil
+		return false, nil
 	}
 	if !p.needFull && p.acked.Version() == snap.Version() {
-		return nil
+		return false, nil
+	}
+	if err := p.stillAuthorized(); err != nil {
+		return false, err
 	}
 	p.nonces++
 	msg := &discoveryv1.Snapshot{Version: snap.Version(), Nonce: strconv.FormatUint(p.nonces, 10), Full: p.needFull}
@@ -150,11 +180,11 @@ func (p *session) push() error {
 		msg.Resources, msg.RemovedKeys = cache.Diff(p.acked, snap)
 	}
 	if err := p.stream.Send(&discoveryv1.ServerMessage{Kind: &discoveryv1.ServerMessage_Snapshot{Snapshot: msg}}); err != nil {
-		return err
+		return false, err
 	}
 	p.inflight = &inflight{snap: snap, nonce: msg.GetNonce(), full: msg.GetFull()}
 	p.srv.metrics.sent.WithLabelValues(kind).Inc()
 	p.srv.log.V(1).Info("Sent snapshot", "nodeID", p.nodeID, "scope", p.scope.String(), "version", snap.Version(),
 		"kind", kind, "resources", len(msg.GetResources()), "removed", len(msg.GetRemovedKeys()))
-	return nil
+	return true, nil
 }

@@ -4,20 +4,38 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"google.golang.org/grpc/health"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/server/internal/quiet"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
-// DefaultSubscribeTimeout is how long a new stream may take to send its Subscribe.
-const DefaultSubscribeTimeout = 10 * time.Second
+// Defaults of the stream listener's limits.
+const (
+	// DefaultSubscribeTimeout is how long a new stream may take to send its Subscribe.
+	DefaultSubscribeTimeout = 10 * time.Second
+	// DefaultMaxStreamsPerIdentity is how many live streams one SPIFFE ID may hold: the replicas
+	// of its proxy Deployment plus the surge of a rollout.
+	DefaultMaxStreamsPerIdentity = wellknown.DefaultMaxStreamsPerIdentity
+	// DefaultMaxStreams is how many streams the listener holds at once, whoever opened them.
+	DefaultMaxStreams = 4096
+	// DefaultAckTimeout is how long a snapshot may wait for its ACK or NACK before its stream is
+	// closed: a proxy that does not read holds a snapshot in controller memory.
+	DefaultAckTimeout = time.Minute
+	// DefaultHandshakeTimeout bounds a connection's TLS handshake.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultMaxConnectionIdle closes a connection that has had no stream for that long.
+	DefaultMaxConnectionIdle = 2 * time.Minute
+)
 
 // Config configures a Server. TrustDomain, Bundles, Cache and Scopes are required.
 type Config struct {
@@ -31,6 +49,24 @@ type Config struct {
 	InstallNamespace string
 	// SubscribeTimeout bounds the wait for the first message; DefaultSubscribeTimeout when zero.
 	SubscribeTimeout time.Duration
+	// MaxStreamsPerIdentity caps the live streams of one SPIFFE ID (a new stream of a node it
+	// already holds replaces that one and does not count); DefaultMaxStreamsPerIdentity when zero.
+	MaxStreamsPerIdentity int
+	// MaxStreams caps the streams of the listener; DefaultMaxStreams when zero.
+	MaxStreams int
+	// MaxConnections caps the connections of the listener Listener wraps;
+	// DefaultMaxConnections when zero.
+	MaxConnections int
+	// AckTimeout bounds the wait for the answer to a snapshot; DefaultAckTimeout when zero.
+	AckTimeout time.Duration
+	// MaxSessionLifetime caps how long one stream lives, even with certificates that live longer
+	// (an External CA may issue them); wellknown.MaxSVIDTTL when zero. The operator passes the
+	// SVID TTL in force.
+	MaxSessionLifetime time.Duration
+	// HandshakeTimeout and MaxConnectionIdle configure the gRPC server NewGRPCServer builds;
+	// DefaultHandshakeTimeout and DefaultMaxConnectionIdle when zero.
+	HandshakeTimeout  time.Duration
+	MaxConnectionIdle time.Duration
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	Logger     logr.Logger
@@ -47,13 +83,19 @@ type Server struct {
 	scopes           ScopeAuthority
 	installNamespace string
 	subscribeTimeout time.Duration
-	peers            peerVerifier
-	log              logr.Logger
-	now              func() time.Time
-	metrics          *metrics
+	limits           limits
+	// streams counts the handlers running, for MaxStreams.
+	streams atomic.Int64
+	peers   peerVerifier
+	log     logr.Logger
+	now     func() time.Time
+	metrics *metrics
+	health  *health.Server
+	quiet   *quiet.Limiter
 
 	mu          sync.Mutex
-	sessions    map[string]*session // by node ID
+	sessions    map[sessionKey]*session
+	perIdentity map[string]int
 	scopeCounts map[cache.Scope]int
 	closed      bool
 }
@@ -69,6 +111,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SubscribeTimeout <= 0 {
 		cfg.SubscribeTimeout = DefaultSubscribeTimeout
 	}
+	lim := limits{
+		perIdentity:       orDefault(cfg.MaxStreamsPerIdentity, DefaultMaxStreamsPerIdentity),
+		streams:           orDefault(cfg.MaxStreams, DefaultMaxStreams),
+		connections:       orDefault(cfg.MaxConnections, DefaultMaxConnections),
+		ackTimeout:        orDefault(cfg.AckTimeout, DefaultAckTimeout),
+		handshakeTimeout:  orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
+		maxConnectionIdle: orDefault(cfg.MaxConnectionIdle, DefaultMaxConnectionIdle),
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -78,10 +128,31 @@ func New(cfg Config) (*Server, error) {
 	}
 	return &Server{
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
-		subscribeTimeout: cfg.SubscribeTimeout, log: cfg.Logger, now: cfg.Now, metrics: m,
-		peers:    peerVerifier{td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now},
-		sessions: make(map[string]*session), scopeCounts: make(map[cache.Scope]int),
+		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, health: newHealth(),
+		quiet: quiet.New(quiet.DefaultBurst, quiet.DefaultInterval),
+		peers: peerVerifier{
+			td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now,
+			maxLifetime: orDefault(cfg.MaxSessionLifetime, wellknown.MaxSVIDTTL),
+		},
+		sessions: make(map[sessionKey]*session), perIdentity: make(map[string]int), scopeCounts: make(map[cache.Scope]int),
 	}, nil
+}
+
+// limits are the resource caps of the listener.
+type limits struct {
+	perIdentity       int
+	streams           int
+	connections       int
+	ackTimeout        time.Duration
+	handshakeTimeout  time.Duration
+	maxConnectionIdle time.Duration
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // Stream serves one subscription: it waits for Subscribe, authorizes the scope for the peer,
@@ -103,8 +174,9 @@ func (s *Server) Stream(stream discoveryv1.Discovery_StreamServer) error {
 	}
 	defer s.close(sess)
 	s.log.Info("Proxy subscribed", "nodeID", sess.nodeID, "spiffeID", id.ID.String(), "scope", sess.scope.String())
-	reason, err := toStatus(sess.run())
-	s.log.Info("Proxy stream closed", "nodeID", sess.nodeID, "scope", sess.scope.String(), "reason", reason, "error", err)
+	cause := sess.run()
+	reason, err := toStatus(cause)
+	s.log.Info("Proxy stream closed", "nodeID", sess.nodeID, "scope", sess.scope.String(), "reason", reason, "error", errString(cause))
 	if reason != "" {
 		s.metrics.denied.WithLabelValues(string(reason)).Inc()
 	}
@@ -135,7 +207,8 @@ func (s *Server) awaitSubscribe(ctx context.Context, recv <-chan received) (*dis
 	}
 }
 
-// refuse counts and logs a stream the server refused and returns its status.
+// refuse counts a stream the server refused, logs it unless its (reason, identity) was logged
+// too often lately, and returns its status.
 func (s *Server) refuse(ctx context.Context, err error) error {
 	reason, st := toStatus(err)
 	if reason != "" {
@@ -145,7 +218,9 @@ func (s *Server) refuse(ctx context.Context, err error) error {
 	if id, ok := identityFrom(ctx); ok {
 		peerID = id.ID.String()
 	}
-	s.log.Info("Refused stream", "spiffeID", peerID, "reason", reason, "error", st)
+	if ok, suppressed := s.quiet.Allow(string(reason)+" "+peerID, s.now()); ok {
+		s.log.Info("Refused stream", "spiffeID", peerID, "reason", reason, "error", err.Error(), "suppressed", suppressed)
+	}
 	return st
 }
 
@@ -197,15 +272,38 @@ func (s *Server) Reauthorize() int {
 	return revoked
 }
 
+// Reverify verifies the peer chain of every live stream again against the current trust bundle
+// and closes with UNAUTHENTICATED those that no longer verify: call it whenever the bundle
+// changes, so that a root removed from the bundle (a compromised CA distrusted) cuts its
+// streams at once instead of at their certificates' expiry. It returns the number closed.
+func (s *Server) Reverify() int {
+	closed := 0
+	for _, sess := range s.live() {
+		if err := s.peers.verify(sess.id.chain); err != nil {
+			sess.cancel(deny(ReasonCertificateUntrusted, "peer certificate no longer verifies: %v", err))
+			closed++
+		}
+	}
+	return closed
+}
+
 // Shutdown closes every live stream with UNAVAILABLE, so that proxies reconnect elsewhere, and
 // refuses new ones. Call it before stopping the gRPC server.
 func (s *Server) Shutdown() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.health.Shutdown()
 	for _, sess := range s.live() {
 		sess.cancel(deny(ReasonShutdown, "server shutting down"))
 	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func (s *Server) live() []*session {

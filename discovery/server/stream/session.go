@@ -36,8 +36,15 @@ func receive(stream discoveryv1.Discovery_StreamServer) <-chan received {
 	return ch
 }
 
-// open authorizes a subscription and registers its node: a node ID is bound to the identity of
-// its live stream, and a new stream of the same identity supersedes the old one.
+// sessionKey names a node of one identity: a node ID means something only together with the
+// SPIFFE ID that claims it, so no identity can take, or lock out, another's node ID.
+type sessionKey struct {
+	id     string
+	nodeID string
+}
+
+// open authorizes a subscription and registers its node; a new stream of the same node of the
+// same identity supersedes the old one.
 func (s *Server) open(ctx context.Context, id Identity, sub *discoveryv1.Subscribe, stream discoveryv1.Discovery_StreamServer, recv <-chan received) (*session, error) {
 	scope, err := cache.ScopeFromProto(sub.GetScope())
 	if err != nil {
@@ -59,19 +66,32 @@ func (s *Server) open(ctx context.Context, id Identity, sub *discoveryv1.Subscri
 	return sess, nil
 }
 
+// register adds sess to the live sessions. It authorizes sess again under the lock that
+// Reauthorize takes to list the live sessions, so an authorization withdrawn between open's first
+// check and now is seen here or by that Reauthorize, never by neither.
 func (s *Server) register(sess *session) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return deny(ReasonShutdown, "server shutting down")
 	}
-	if old := s.sessions[sess.nodeID]; old != nil {
-		if old.id.ID != sess.id.ID {
-			return deny(ReasonNodeIDConflict, "node ID %q is bound to another identity", sess.nodeID)
-		}
+	if err := s.authorize(sess.id, sess.scope); err != nil {
+		return err
+	}
+	key, id := sess.key(), sess.id.ID.String()
+	old := s.sessions[key]
+	held := s.perIdentity[id]
+	if old != nil {
+		held--
+	}
+	if held >= s.limits.perIdentity {
+		return deny(ReasonTooManyStreams, "%s already holds %d streams", id, held)
+	}
+	if old != nil {
 		old.cancel(deny(ReasonSuperseded, "a new stream of node %q replaced this one", sess.nodeID))
 	}
-	s.sessions[sess.nodeID] = sess
+	s.sessions[key] = sess
+	s.perIdentity[id]++
 	s.scopeCounts[sess.scope]++
 	s.metrics.connected.WithLabelValues(sess.scope.String()).Inc()
 	return nil
@@ -83,8 +103,13 @@ func (s *Server) close(sess *session) {
 	sess.cancel(nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sessions[sess.nodeID] == sess {
-		delete(s.sessions, sess.nodeID)
+	if key := sess.key(); s.sessions[key] == sess {
+		delete(s.sessions, key)
+	}
+	if id := sess.id.ID.String(); s.perIdentity[id] > 1 {
+		s.perIdentity[id]--
+	} else {
+		delete(s.perIdentity, id)
 	}
 	s.scopeCounts[sess.scope]--
 	if s.scopeCounts[sess.scope] > 0 {

@@ -105,7 +105,11 @@ func (s *Store) updateAuto(ctx context.Context, secret *corev1.Secret, c content
 func (s *Store) policy(td spiffeid.TrustDomain) policy {
 	overlap := s.opts.Overlap
 	if overlap == 0 {
-		overlap = s.opts.Settings.Get().SVIDTTL
+		// The longest SVID lifetime seen, not the current one: after the TTL is lowered, proxies
+		// holding longer SVIDs of the old root renew (and learn the successor) only later.
+		s.mu.RLock()
+		overlap = max(s.opts.Settings.Get().SVIDTTL, s.maxTTL)
+		s.mu.RUnlock()
 	}
 	return policy{td: td, lifetime: s.opts.CALifetime, overlap: overlap, leafBound: s.leafBound()}
 }

@@ -3,6 +3,7 @@ package castore
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"errors"
 	"testing"
 	"time"
 
@@ -152,4 +153,66 @@ func TestAutoRotationOverlap(t *testing.T) {
 		return b != nil && b.Len() == 1 && b.Contains(newCA.Certificate())
 	})
 	waitPublished(t, ns, pki.NewBundle(newCA.Certificate()))
+}
+
+// Tests that after the SVID lifetime is lowered the successor CA is still published for the
+// longest lifetime an SVID of the old root may have, so no proxy meets the new root before it
+// renewed its bundle.
+func TestAutoSuccessorOverlapCoversTheLongestSVIDLifetime(t *testing.T) {
+	ns := newNamespace(t, "auto-ttl-lowered")
+	const lifetime, longTTL, shortTTL = 30 * time.Hour, 4 * time.Hour, time.Hour
+	clk := clocktesting.NewFakeClock(time.Now())
+	h := startStore(t, ns, withClock(clk), withLifetime(lifetime), withSVIDTTL(longTTL))
+	oldCA := h.waitCA(t)
+	lowered := h.set.Get()
+	lowered.SVIDTTL = shortTTL
+	h.set.Set(lowered)
+
+	clk.SetTime(rotationDue(oldCA).Add(time.Second))
+	eventually(t, wait, "a published successor", func() bool {
+		b, _ := h.store.Bundle()
+		return b != nil && b.Len() == 2
+	})
+	h.store.mu.RLock()
+	activeAt := h.store.nextActiveAt
+	h.store.mu.RUnlock()
+	if overlap := activeAt.Sub(clk.Now()); overlap < longTTL-time.Second {
+		t.Fatalf("the successor signs %s after its publication; SVIDs of the old root live %s", overlap, longTTL)
+	}
+}
+
+// Tests the incident response for a compromised Auto mode root: listing it in
+// discovery.ca.distrustedRoots takes it out of the bundle and fails closed at once, and deleting
+// the Secret then brings a fresh CA that alone is trusted.
+func TestAutoDistrustedRootFailsClosedUntilReplaced(t *testing.T) {
+	ns := newNamespace(t, "auto-distrust")
+	h := startStore(t, ns)
+	compromised := h.waitCA(t)
+	st := h.set.Get()
+	st.DistrustedRoots = []string{Fingerprint(compromised)}
+	h.set.Set(st)
+	eventually(t, wait, "the store to fail closed", func() bool {
+		_, _, err := h.store.Current()
+		return errors.Is(err, ErrCADistrusted)
+	})
+	if b, err := h.store.Bundle(); err == nil && b.Contains(compromised.Certificate()) {
+		t.Fatal("the distrusted root is still in the bundle")
+	}
+	if c := h.condition(); c.Status != metav1.ConditionFalse || c.Reason != ReasonCADistrusted {
+		t.Fatalf("CAReady = %s %s, want False %s", c.Status, c.Reason, ReasonCADistrusted)
+	}
+
+	if err := clientset.CoreV1().Secrets(ns).Delete(t.Context(), wellknown.CASecretName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var fresh *pki.CA
+	eventually(t, wait, "a fresh CA", func() bool {
+		ca, _, err := h.store.Current()
+		fresh = ca
+		return err == nil && !sameCA(ca, compromised)
+	})
+	b, err := h.store.Bundle()
+	if err != nil || b.Len() != 1 || !b.Contains(fresh.Certificate()) {
+		t.Fatalf("bundle after the replacement: %v, %v; want only the fresh root", b, err)
+	}
 }

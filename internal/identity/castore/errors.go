@@ -16,6 +16,8 @@ var (
 	ErrCASecretInvalid = errors.New("castore: CA Secret invalid")
 	// ErrCAWrite: Auto mode could not write the CA Secret.
 	ErrCAWrite = errors.New("castore: CA Secret not writable")
+	// ErrCADistrusted: the CA Secret's signing CA is one of discovery.ca.distrustedRoots.
+	ErrCADistrusted = errors.New("castore: CA distrusted")
 )
 
 // Reasons of the CAReady condition and of the events about the CA Secret.
@@ -26,6 +28,7 @@ const (
 	ReasonCASecretInvalid   = "CASecretInvalid"
 	ReasonCASecretWriteFail = "CASecretWriteFailed"
 	ReasonCANotLoaded       = "CANotLoaded"
+	ReasonCADistrusted      = "CADistrusted"
 )
 
 // conditionType is the readiness condition the store reports.
@@ -40,6 +43,8 @@ func reasonOf(err error) string {
 		return ReasonCASecretInvalid
 	case errors.Is(err, ErrCAWrite):
 		return ReasonCASecretWriteFail
+	case errors.Is(err, ErrCADistrusted):
+		return ReasonCADistrusted
 	default:
 		return ReasonCANotLoaded
 	}

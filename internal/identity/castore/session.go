@@ -174,6 +174,7 @@ func (s *Store) evaluate(ctx context.Context, cfg sessionConfig, td spiffeid.Tru
 	if errors.Is(err, ErrCASecretNotFound) {
 		err = fmt.Errorf("%w: %s/%s does not exist", err, s.opts.Namespace, cfg.secret)
 	}
+	c, err = withoutDistrusted(c, err, s.opts.Settings.Get().DistrustedRoots)
 	retry := isWriteError(err)
 	if retry && usable(c.signing, td, now) {
 		// A failed rotation step leaves the CA in force usable: keep serving and retry.

@@ -26,6 +26,7 @@ func (s *Store) apply(c content, err error, now time.Time) (rotatedFrom *x509.Ce
 		}
 	}
 	s.retired = pruneRetired(mergeRetired(s.retired, c.retired...), now, certOf(c.signing), certOf(c.next))
+	s.retired = trustedRetired(s.retired, s.opts.Settings.Get().DistrustedRoots)
 	bundle := bundleOf(certOf(c.signing), certOf(c.next), s.retired, now)
 	changed := signingChanged || (s.loadErr == nil) != (err == nil) || s.bundle == nil || !bundle.Equal(s.bundle)
 	s.signing, s.next, s.nextActiveAt, s.loadErr, s.bundle = c.signing, c.next, c.nextActiveAt, err, bundle

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,10 @@ type Agent struct {
 	// current is the SVID streams connect with; rotated signals a new one (capacity 1).
 	current atomic.Pointer[svid]
 	rotated chan struct{}
+	// reboot asks the renewal loop for a bootstrap now (capacity 1); lastReboot is when it last
+	// did, in Unix nanoseconds, for the rate limit.
+	reboot     chan struct{}
+	lastReboot atomic.Int64
 
 	// applied is the set applied last, which deltas merge over. Only the stream loop uses it.
 	applied *resource.Set
@@ -36,7 +42,7 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, rotated: make(chan struct{}, 1)}, nil
+	return &Agent{cfg: cfg, rotated: make(chan struct{}, 1), reboot: make(chan struct{}, 1)}, nil
 }
 
 // Run keeps the proxy's identity fresh and its stream open until ctx ends, and returns nil then.
@@ -45,6 +51,7 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	a.restore(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := a.renewLoop(ctx); err != nil {
@@ -87,9 +94,41 @@ func (a *Agent) renewLoop(ctx context.Context) error {
 			a.publish(next)
 			wait = next.renewAt.Sub(a.cfg.Clock.Now())
 		}
-		if !a.sleep(ctx, wait, nil) {
+		if !a.sleep(ctx, wait, a.reboot) {
 			return nil
 		}
+	}
+}
+
+// certificateRefused reports whether the stream failed because the controller refused this
+// proxy's certificate in the TLS handshake. With TLS 1.3 the client learns it only from the
+// alert on its first read, which gRPC reports as text in an UNAVAILABLE status.
+func certificateRefused(err error) bool {
+	var alert tls.AlertError
+	if errors.As(err, &alert) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable && strings.Contains(st.Message(), "remote error: tls: ")
+}
+
+// controllerUnverified asks for a bootstrap now, at most once per ReBootstrapInterval, after
+// the controller's stream certificate failed verification or the controller refused ours: after
+// an immediate CA switch the SVID and bundle in hand are useless, and only a bootstrap against
+// the bundle file the kubelet keeps current recovers before the scheduled renewal.
+func (a *Agent) controllerUnverified(err error) {
+	now := a.cfg.Clock.Now()
+	last := a.lastReboot.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < a.cfg.ReBootstrapInterval {
+		return
+	}
+	if !a.lastReboot.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	a.cfg.Logger.Info("Controller certificate did not verify, bootstrapping again", "error", err.Error())
+	select {
+	case a.reboot <- struct{}{}:
+	default:
 	}
 }
 
@@ -123,6 +162,9 @@ func (a *Agent) streamLoop(ctx context.Context) error {
 		a.cfg.Observer.StreamClosed(err)
 		if err := permanent(err); err != nil {
 			return err
+		}
+		if certificateRefused(err) {
+			a.controllerUnverified(err)
 		}
 		if healthy {
 			retry.reset()

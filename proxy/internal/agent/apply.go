@@ -28,6 +28,7 @@ func (a *Agent) handle(ctx context.Context, st *client.Stream, snap *discoveryv1
 		return answerError(st, st.Nack(snap, err))
 	}
 	a.applied = set
+	a.persist(set, a.current.Load())
 	a.cfg.Logger.Info("Applied snapshot", "version", set.Version(), "full", snap.GetFull(), "resources", set.Len())
 	a.cfg.Observer.SnapshotApplied(set.Version())
 	return answerError(st, st.Ack(snap))

@@ -12,6 +12,7 @@ import (
 	"coxswain.dev/coxswain/discovery/client"
 	"coxswain.dev/coxswain/discovery/pki"
 	"coxswain.dev/coxswain/discovery/spiffe"
+	"coxswain.dev/coxswain/discovery/tlsconfig"
 )
 
 // svid is an identity obtained by bootstrap. The private key lives only in certificate.
@@ -27,11 +28,22 @@ type svid struct {
 }
 
 // bootstrap exchanges the token for an SVID (discovery/client re-reads the token and bundle
-// files and makes a fresh key every time) and schedules its renewal.
+// files and makes a fresh key every time) and schedules its renewal. A renewal presents the
+// current SVID, which puts it in the controller's renewal lane.
 func (a *Agent) bootstrap(ctx context.Context) (*svid, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.BootstrapTimeout)
 	defer cancel()
+	var renewing *tls.Certificate
+	controller := tlsconfig.AuthorizeServiceAccount(a.cfg.ControllerNamespace, a.cfg.ControllerServiceAccount)
+	if cur := a.current.Load(); cur != nil {
+		controller = tlsconfig.AuthorizeID(cur.controller)
+		if a.cfg.Clock.Now().Before(cur.notAfter) {
+			renewing = cur.certificate
+		}
+	}
 	issued, err := client.Bootstrap(ctx, client.BootstrapConfig{
+		Controller:  controller,
+		Renewing:    renewing,
 		Address:     a.cfg.BootstrapAddress,
 		ServerName:  a.cfg.ServerName,
 		TokenPath:   a.cfg.TokenPath,

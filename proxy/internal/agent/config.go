@@ -22,6 +22,9 @@ const (
 	DefaultRenewFraction = 0.5
 	// DefaultRenewJitter spreads renewals by up to this fraction of the lifetime either way.
 	DefaultRenewJitter = 0.05
+	// DefaultReBootstrapInterval is the least time between two re-bootstraps forced by a
+	// controller certificate that no longer verifies.
+	DefaultReBootstrapInterval = 30 * time.Second
 )
 
 // Config configures an Agent. StreamAddress, BootstrapAddress, NodeID, Scope and Applier are
@@ -56,6 +59,13 @@ type Config struct {
 	// when zero.
 	RenewFraction float64
 	RenewJitter   float64
+	// ReBootstrapInterval rate-limits the re-bootstraps a failed verification of the controller
+	// forces; DefaultReBootstrapInterval when zero.
+	ReBootstrapInterval time.Duration
+	// SnapshotPath, when set, is where the agent keeps the applied snapshot, and restores it
+	// from on start (served as Degraded until a stream delivers one). It holds listener private
+	// keys: it must be on a memory-backed volume, never a disk.
+	SnapshotPath string
 	// Clock is the time source, the wall clock when nil.
 	Clock clock.Clock
 	// Rand returns numbers in [0, 1) for jitter; math/rand/v2 when nil. Keys never use it.
@@ -79,6 +89,7 @@ func (c *Config) defaults() error {
 	c.BootstrapTimeout = orDefault(c.BootstrapTimeout, DefaultBootstrapTimeout)
 	c.RenewFraction = orDefault(c.RenewFraction, DefaultRenewFraction)
 	c.RenewJitter = orDefault(c.RenewJitter, DefaultRenewJitter)
+	c.ReBootstrapInterval = orDefault(c.ReBootstrapInterval, DefaultReBootstrapInterval)
 	c.ControllerNamespace = orDefault(c.ControllerNamespace, wellknown.InstallNamespace)
 	c.ControllerServiceAccount = orDefault(c.ControllerServiceAccount, wellknown.ControllerServiceAccount)
 	if c.Backoff == (Backoff{}) {

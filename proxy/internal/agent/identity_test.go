@@ -7,6 +7,7 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
+	"coxswain.dev/coxswain/discovery/pki/pkitest"
 	"coxswain.dev/coxswain/discovery/server/servertest"
 	"coxswain.dev/coxswain/proxy/internal/agent"
 )
@@ -17,13 +18,20 @@ func TestStreamRefusesAServerThatIsNotTheController(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		// serverID, when set, is the SPIFFE ID of an SVID (no DNS name) the stream server presents.
+		// serverID, when set, is the SPIFFE ID of a certificate (no DNS name) the stream server
+		// presents: a proxy SVID as the CA signs it when signed is set, else one that also
+		// allows server auth.
 		serverID   string
+		signed     bool
 		configure  func(*agent.Config)
 		wantReason string
 	}{
 		{
-			name: "a server with a proxy's SVID is refused", serverID: sharedID,
+			name: "a server with a proxy's SVID is refused: SVIDs are for clients only", serverID: sharedID, signed: true,
+			wantReason: "incompatible key usage",
+		},
+		{
+			name: "a server with a proxy's identity that may serve is refused", serverID: sharedID,
 			wantReason: "peer not authorized",
 		},
 		{
@@ -31,6 +39,7 @@ func TestStreamRefusesAServerThatIsNotTheController(t *testing.T) {
 			wantReason: "verify stream server name",
 		},
 		{
+			// The bootstrap refuses it already, so no token reaches it.
 			name:       "the controller is refused when another controller identity is configured",
 			configure:  func(cfg *agent.Config) { cfg.ControllerServiceAccount = "other-controller" },
 			wantReason: "peer not authorized",
@@ -40,8 +49,11 @@ func TestStreamRefusesAServerThatIsNotTheController(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := newController(t)
-			if tt.serverID != "" {
+			switch {
+			case tt.signed:
 				c.streamCert = c.pki.SVID(t, tt.serverID)
+			case tt.serverID != "":
+				c.streamCert = pkitest.SVID(t, c.pki.CA, tt.serverID)
 			}
 			c.set(map[string]string{"route/a": "a"})
 			c.start()
@@ -51,11 +63,10 @@ func TestStreamRefusesAServerThatIsNotTheController(t *testing.T) {
 			}
 			p := newProxy(t, c, configure)
 			p.run()
-			waitFor(t, "two refused streams", func() bool { return p.states.closes() >= 2 })
-			code, body := p.readiness()
-			if code != http.StatusServiceUnavailable || !strings.Contains(body, tt.wantReason) {
-				t.Fatalf("readyz %d %q, want NotReady naming %q", code, body, tt.wantReason)
-			}
+			waitFor(t, "NotReady naming "+tt.wantReason, func() bool {
+				code, body := p.readiness()
+				return code == http.StatusServiceUnavailable && strings.Contains(body, tt.wantReason)
+			})
 			if _, streams := c.counts(); streams != 0 || p.store.Current() != nil {
 				t.Fatalf("%d streams reached the server; routes %v", streams, p.store.Current())
 			}

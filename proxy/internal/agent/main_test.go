@@ -33,10 +33,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-const (
-	sharedToken = "token-of-the-shared-proxy"
-	sharedID    = "spiffe://cluster.local/ns/coxswain-system/sa/coxswain-shared-proxy"
-)
+const sharedID = "spiffe://cluster.local/ns/coxswain-system/sa/coxswain-shared-proxy"
+
+// sharedToken is shaped like the shared proxy's projected token; the test Authenticator knows it.
+var sharedToken = pkitest.Token("coxswain-system", "coxswain-shared-proxy")
 
 // tokens is an Authenticator over a fixed token -> ServiceAccount table.
 type tokens map[string]bootstrap.Principal
@@ -85,6 +85,9 @@ type controller struct {
 	mu         sync.Mutex
 	csrKeys    []crypto.PublicKey
 	streamKeys []crypto.PublicKey
+	// presented is, for every bootstrap, the URI SAN of the certificate the proxy presented on
+	// the bootstrap connection, "" when none.
+	presented []string
 }
 
 func newController(t *testing.T) *controller {
@@ -152,8 +155,15 @@ func (c *controller) streamServer() *grpc.Server {
 // recordCSR keeps the public key of every CSR the bootstrap service receives.
 func (c *controller) recordCSR(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if csr, err := x509.ParseCertificateRequest(req.(*discoveryv1.BootstrapRequest).GetCsr()); err == nil {
+		presented := ""
+		if p, ok := peer.FromContext(ctx); ok {
+			if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.PeerCertificates) > 0 && len(info.State.PeerCertificates[0].URIs) == 1 {
+				presented = info.State.PeerCertificates[0].URIs[0].String()
+			}
+		}
 		c.mu.Lock()
 		c.csrKeys = append(c.csrKeys, csr.PublicKey)
+		c.presented = append(c.presented, presented)
 		c.mu.Unlock()
 	}
 	if c.bootstrapRefusal != nil {

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"crypto/ecdsa"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,6 +44,12 @@ func TestSVIDRenewalReconnectsWithAFreshKeyAndKeepsTheRoutes(t *testing.T) {
 		p.waitReadiness(http.StatusOK, "Ready: streaming (serving snapshot "+v1)
 	}
 
+	c.mu.Lock()
+	presented := append([]string(nil), c.presented...)
+	c.mu.Unlock()
+	if want := []string{"", sharedID, sharedID}; !slices.Equal(presented, want) {
+		t.Fatalf("certificates presented on the bootstrap connections %q, want %q: a renewal presents its SVID for the renewal lane", presented, want)
+	}
 	csrKeys, streamKeys := c.keys()
 	for i := range csrKeys {
 		if !csrKeys[i].(*ecdsa.PublicKey).Equal(streamKeys[i]) {

@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 
 	"coxswain.dev/coxswain/discovery/client"
+	"coxswain.dev/coxswain/discovery/pki"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 )
 
@@ -60,13 +63,58 @@ func streamError(ctx context.Context, err error) error {
 }
 
 // streamTLS presents s over mTLS and accepts only the controller: a certificate verified
-// against the bundle that came with s, with the controller's SPIFFE ID and ServerName as a DNS
-// name. Proxy SVIDs carry no DNS name, so no proxy can pose as the controller even when the
-// controller's identity is misconfigured.
+// against the bundle that came with s plus the mounted bundle file, re-read at every handshake,
+// with the controller's SPIFFE ID and ServerName as a DNS name. Proxy SVIDs carry no DNS name,
+// so no proxy can pose as the controller even when the controller's identity is misconfigured.
+// A controller that fails verification forces a (rate-limited) bootstrap.
 func (a *Agent) streamTLS(s *svid) *tls.Config {
-	cfg := client.StreamTLS(tlsconfig.NewRotatingCertificate(s.certificate), tlsconfig.NewRotatingBundle(s.bundle), s.controller)
-	cfg.VerifyConnection = requireServerName(cfg.VerifyConnection, a.cfg.ServerName)
+	bundles := &mountedBundle{path: a.cfg.TrustBundlePath, last: s.bundle}
+	cfg := client.StreamTLS(tlsconfig.NewRotatingCertificate(s.certificate), bundles, s.controller)
+	verify := requireServerName(cfg.VerifyConnection, a.cfg.ServerName)
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		err := verify(cs)
+		if err != nil {
+			a.controllerUnverified(err)
+		}
+		return err
+	}
 	return cfg
+}
+
+// mountedBundle is the bundle of the last bootstrap together with the roots of the mounted
+// bundle file as it reads now; an unreadable file leaves the last bundle.
+type mountedBundle struct {
+	path string
+	last *pki.Bundle
+}
+
+func (m *mountedBundle) Bundle() (*pki.Bundle, error) {
+	data, err := readLimited(m.path, pki.MaxBundleBytes)
+	if err != nil {
+		return m.last, nil //nolint:nilerr // the last bundle stands in for an unreadable file
+	}
+	file, err := pki.ParseBundlePEM(data)
+	if err != nil {
+		return m.last, nil //nolint:nilerr // the last bundle stands in for an unparsable file
+	}
+	return pki.NewBundle(append(m.last.Certificates(), file.Certificates()...)...), nil
+}
+
+// readLimited reads at most limit bytes of path, failing on anything longer.
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path) //nolint:gosec // the proxy's own mount
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return data, nil
 }
 
 // requireServerName runs verify, then requires the verified leaf to carry name.
