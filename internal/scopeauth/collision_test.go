@@ -35,8 +35,9 @@ spec:
 }
 
 // Tests that no Gateway gets a dedicated identity that another Gateway also maps to ("a" of
-// class "b-c" and "a-b" of class "c" are both "a-b-c"), nor one that is the shared pool's or the
-// controller's ServiceAccount; the same names elsewhere are unaffected.
+// class "b-c" and "a-b" of class "c" are both "a-b-c": the older Gateway, then the first by
+// name, keeps it, as the provisioner does), nor one named like the shared pool's or the
+// controller's ServiceAccount, in any namespace; the same names elsewhere are unaffected.
 func TestAuthorityRefusesCollidingAndReservedIdentities(t *testing.T) {
 	t.Parallel()
 	ns := wellknown.InstallNamespace
@@ -56,12 +57,12 @@ metadata: {name: big, namespace: infra}
 	a.OnDedicatedIdentities(func(set []ServiceAccount) { ids = set })
 	a.Update(build(t, yaml))
 
-	for _, gw := range [][2]string{{"team", "a"}, {"team", "a-b"}, {ns, "coxswain-shared"}, {ns, "coxswain"}} {
+	for _, gw := range [][2]string{{"team", "a-b"}, {ns, "coxswain-shared"}, {ns, "coxswain"}, {"team", "coxswain-shared"}} {
 		if sa, err := a.ExpectedServiceAccount(gw[0], gw[1]); !errors.Is(err, stream.ErrUnknownGateway) {
 			t.Errorf("%s/%s: got %q, %v; want ErrUnknownGateway", gw[0], gw[1], sa, err)
 		}
 	}
-	for _, gw := range [][3]string{{"other", "a", "a-b-c"}, {"team", "coxswain-shared", "coxswain-shared-proxy"}, {"prod", "web", "web-coxswain"}} {
+	for _, gw := range [][3]string{{"team", "a", "a-b-c"}, {"other", "a", "a-b-c"}, {"prod", "web", "web-coxswain"}} {
 		if sa, err := a.ExpectedServiceAccount(gw[0], gw[1]); err != nil || sa != gw[2] {
 			t.Errorf("%s/%s: got %q, %v; want %s", gw[0], gw[1], sa, err, gw[2])
 		}
@@ -70,7 +71,7 @@ metadata: {name: big, namespace: infra}
 		{Namespace: "other", Name: "a-b-c"},
 		{Namespace: "prod", Name: "api-dedicated"},
 		{Namespace: "prod", Name: "web-coxswain"},
-		{Namespace: "team", Name: "coxswain-shared-proxy"},
+		{Namespace: "team", Name: "a-b-c"},
 	}
 	if diff := cmp.Diff(want, ids); diff != "" {
 		t.Errorf("dedicated identities (-want +got):\n%s", diff)
