@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
@@ -140,6 +141,16 @@ func Run(ctx context.Context, cfg StreamConfig, apply ApplyFunc) error {
 			return fmt.Errorf("stream from %s: %w", cfg.Address, err)
 		}
 		if err := answer(ctx, s, snap, apply); err != nil {
+			if errors.Is(err, io.EOF) {
+				// The server ended the stream while the answer was sent: its status, which the
+				// supervisor acts on, comes with the next receive.
+				if _, rerr := s.Recv(); rerr != nil {
+					err = rerr
+				}
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return fmt.Errorf("stream from %s: %w", cfg.Address, err)
 		}
 	}
