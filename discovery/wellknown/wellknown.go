@@ -25,6 +25,9 @@ const (
 	TokenPath = "/var/run/secrets/coxswain/discovery-token/token" //nolint:gosec // a file path, not a credential
 	// TrustBundlePath is where a proxy finds the trust bundle.
 	TrustBundlePath = "/var/run/secrets/coxswain/trust-bundle/ca.crt"
+	// SnapshotCachePath is where a deployed proxy keeps its last good snapshot, on a
+	// memory-backed volume (it holds listener private keys, so never on disk).
+	SnapshotCachePath = "/var/run/coxswain/snapshot/last"
 
 	// StreamPort is the default port of the mTLS snapshot stream listener.
 	StreamPort = 50051

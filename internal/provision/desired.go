@@ -2,11 +2,13 @@ package provision
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -21,6 +23,9 @@ const (
 	trustBundleDir  = "/var/run/secrets/coxswain/trust-bundle"
 	tokenVolume     = "discovery-token"
 	trustVolume     = "trust-bundle"
+	snapshotVolume  = "snapshot-cache"
+	// snapshotLimit bounds the memory-backed volume of the last good snapshot.
+	snapshotLimit = "64Mi"
 	tokenLifetime   = 3600 // seconds; the kubelet rotates the token at 80% of it
 	containerName   = "proxy"
 	healthPortName  = "health"
@@ -158,6 +163,7 @@ func (m Model) container() corev1.Container {
 			"--gateway-namespace=" + m.Gateway.Namespace,
 			"--gateway-name=" + m.Gateway.Name,
 			fmt.Sprintf("--health-address=:%d", m.HealthPort),
+			"--snapshot-cache=" + wellknown.SnapshotCachePath,
 		},
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAME", ValueFrom: fieldRef("metadata.name")},
@@ -175,13 +181,16 @@ func (m Model) container() corev1.Container {
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: tokenVolume, MountPath: tokenDir, ReadOnly: true},
 			{Name: trustVolume, MountPath: trustBundleDir, ReadOnly: true},
+			{Name: snapshotVolume, MountPath: path.Dir(wellknown.SnapshotCachePath)},
 		},
 	}
 }
 
 // volumes are the proxy's only inputs from the cluster, both public or bound to it: the
-// projected token and the trust bundle copy of its namespace.
+// projected token and the trust bundle copy of its namespace; and a memory-backed volume where
+// it keeps its last good snapshot across restarts of its container.
 func volumes() []corev1.Volume {
+	limit := resource.MustParse(snapshotLimit)
 	return []corev1.Volume{
 		{Name: tokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
@@ -191,6 +200,9 @@ func volumes() []corev1.Volume {
 		{Name: trustVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: wellknown.TrustBundleConfigMapName},
 			Items:                []corev1.KeyToPath{{Key: wellknown.TrustBundleKey, Path: wellknown.TrustBundleKey}},
+		}}},
+		{Name: snapshotVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: &limit,
 		}}},
 	}
 }
