@@ -19,13 +19,13 @@ import (
 // Where the proxy's volumes are mounted: the directories of wellknown.TokenPath and
 // wellknown.TrustBundlePath.
 const (
-	tokenDir        = "/var/run/secrets/coxswain/discovery-token" //nolint:gosec // a mount path, not a credential
-	trustBundleDir  = "/var/run/secrets/coxswain/trust-bundle"
-	tokenVolume     = "discovery-token"
-	trustVolume     = "trust-bundle"
-	snapshotVolume  = "snapshot-cache"
+	tokenDir       = "/var/run/secrets/coxswain/discovery-token" //nolint:gosec // a mount path, not a credential
+	trustBundleDir = "/var/run/secrets/coxswain/trust-bundle"
+	tokenVolume    = "discovery-token"
+	trustVolume    = "trust-bundle"
+	snapshotVolume = "snapshot-cache"
 	// snapshotLimit bounds the memory-backed volume of the last good snapshot.
-	snapshotLimit = "64Mi"
+	snapshotLimit   = "64Mi"
 	tokenLifetime   = 3600 // seconds; the kubelet rotates the token at 80% of it
 	containerName   = "proxy"
 	healthPortName  = "health"
