@@ -11,8 +11,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -85,11 +83,11 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (*SVID, error) {
 }
 
 func readCredentials(cfg BootstrapConfig) (string, *pki.Bundle, error) {
-	token, err := readFile(orDefault(cfg.TokenPath, wellknown.TokenPath), maxTokenBytes)
+	token, err := ReadLimited(orDefault(cfg.TokenPath, wellknown.TokenPath), maxTokenBytes)
 	if err != nil {
 		return "", nil, fmt.Errorf("read token: %w", err)
 	}
-	bundlePEM, err := readFile(orDefault(cfg.BundlePath, wellknown.TrustBundlePath), pki.MaxBundleBytes)
+	bundlePEM, err := ReadLimited(orDefault(cfg.BundlePath, wellknown.TrustBundlePath), pki.MaxBundleBytes)
 	if err != nil {
 		return "", nil, fmt.Errorf("read trust bundle: %w", err)
 	}
@@ -102,23 +100,6 @@ func readCredentials(cfg BootstrapConfig) (string, *pki.Bundle, error) {
 		return "", nil, errors.New("read token: empty")
 	}
 	return t, bundle, nil
-}
-
-// readFile reads at most limit bytes of path, failing on anything longer.
-func readFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path) //nolint:gosec // the paths are the proxy's own mounts
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return data, nil
 }
 
 func orDefault(v, def string) string {

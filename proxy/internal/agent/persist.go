@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/client"
 	"coxswain.dev/coxswain/discovery/pki"
 	"coxswain.dev/coxswain/proxy/internal/resource"
 )
@@ -82,7 +83,7 @@ func (a *Agent) restore(ctx context.Context) bool {
 }
 
 func (a *Agent) readKept() (*resource.Set, error) {
-	data, err := readLimited(a.cfg.SnapshotPath, discoveryv1.MaxServerMessageBytes)
+	data, err := client.ReadLimited(a.cfg.SnapshotPath, discoveryv1.MaxServerMessageBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +91,7 @@ func (a *Agent) readKept() (*resource.Set, error) {
 	if err := proto.Unmarshal(data, &snap); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
-	chain, err := readLimited(a.cfg.SnapshotPath+".svid", 64<<10)
+	chain, err := client.ReadLimited(a.cfg.SnapshotPath+".svid", 64<<10)
 	if err != nil {
 		return nil, fmt.Errorf("read the kept SVID chain: %w", err)
 	}
@@ -114,7 +115,7 @@ func (a *Agent) checkKeptChain(der []byte) error {
 	if err != nil || len(chain) == 0 {
 		return fmt.Errorf("kept SVID chain: %w", errors.Join(err, errors.New("no certificate")))
 	}
-	data, err := readLimited(a.cfg.TrustBundlePath, pki.MaxBundleBytes)
+	data, err := client.ReadLimited(a.cfg.TrustBundlePath, pki.MaxBundleBytes)
 	if err != nil {
 		return fmt.Errorf("read trust bundle: %w", err)
 	}

@@ -5,8 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"coxswain.dev/coxswain/discovery/client"
 	"coxswain.dev/coxswain/discovery/pki"
@@ -89,7 +87,7 @@ type mountedBundle struct {
 }
 
 func (m *mountedBundle) Bundle() (*pki.Bundle, error) {
-	data, err := readLimited(m.path, pki.MaxBundleBytes)
+	data, err := client.ReadLimited(m.path, pki.MaxBundleBytes)
 	if err != nil {
 		return m.last, nil //nolint:nilerr // the last bundle stands in for an unreadable file
 	}
@@ -98,23 +96,6 @@ func (m *mountedBundle) Bundle() (*pki.Bundle, error) {
 		return m.last, nil //nolint:nilerr // the last bundle stands in for an unparsable file
 	}
 	return pki.NewBundle(append(m.last.Certificates(), file.Certificates()...)...), nil
-}
-
-// readLimited reads at most limit bytes of path, failing on anything longer.
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path) //nolint:gosec // the proxy's own mount
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return data, nil
 }
 
 // requireServerName runs verify, then requires the verified leaf to carry name.

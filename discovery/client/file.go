@@ -1,0 +1,26 @@
+package client
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// ReadLimited reads at most limit bytes of path, failing on anything longer: the proxy's
+// mounted files (token, trust bundle, kept snapshot) are read with it, so a file grown by
+// mistake or malice cannot exhaust its memory.
+func ReadLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path) //nolint:gosec // the paths are the proxy's own mounts
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return data, nil
+}
