@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
+	"coxswain.dev/coxswain/internal/golden"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/snapshot"
 	"coxswain.dev/coxswain/internal/state"
@@ -19,13 +20,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden .out.yaml files from the current output")
 
-const (
-	inSuffix  = ".in.yaml"
-	outSuffix = ".out.yaml"
-)
-
 // golden is what a case's .out.yaml holds: the computed status and the compiled snapshots.
-type golden struct {
+type goldenOutput struct {
 	Status    graph.Status         `json:"status"`
 	Snapshots []*snapshot.Snapshot `json:"snapshots"`
 }
@@ -33,71 +29,29 @@ type golden struct {
 func render(t testing.TB, cs *state.ClusterState) []byte {
 	t.Helper()
 	g := graph.Build(cs, graph.Options{})
-	out, err := yaml.Marshal(golden{Status: g.Status(), Snapshots: snapshot.Compile(g)})
+	out, err := yaml.Marshal(goldenOutput{Status: g.Status(), Snapshots: snapshot.Compile(g)})
 	if err != nil {
 		t.Fatalf("marshal output: %v", err)
 	}
 	return out
 }
 
-func inputs(t *testing.T) []string {
-	t.Helper()
-	ins, err := filepath.Glob(filepath.Join("testdata", "*"+inSuffix))
-	if err != nil || len(ins) == 0 {
-		t.Fatalf("no golden inputs: %v", err)
-	}
-	return ins
-}
-
 // Tests that every testdata/<case>.in.yaml compiles to exactly testdata/<case>.out.yaml.
 func TestGolden(t *testing.T) {
-	for _, in := range inputs(t) {
-		name := strings.TrimSuffix(filepath.Base(in), inSuffix)
-		t.Run(name, func(t *testing.T) {
+	for _, in := range golden.Inputs(t) {
+		t.Run(golden.Name(in), func(t *testing.T) {
 			t.Parallel()
-			got := render(t, decodeFile(t, in))
-			outPath := strings.TrimSuffix(in, inSuffix) + outSuffix
-			if *update {
-				if err := os.WriteFile(outPath, got, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(outPath)
-			if err != nil {
-				t.Fatalf("read golden (run with -update to create it): %v", err)
-			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("output differs from %s (-want +got):\n%s", outPath, diff)
-			}
+			golden.Check(t, in, render(t, decodeFile(t, in)), *update)
 		})
 	}
 }
 
 // Tests that no .out.yaml outlives its .in.yaml; -update removes stale outputs.
-func TestGoldenNoStaleOutputs(t *testing.T) {
-	outs, err := filepath.Glob(filepath.Join("testdata", "*"+outSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, out := range outs {
-		in := strings.TrimSuffix(out, outSuffix) + inSuffix
-		if _, err := os.Stat(in); err == nil {
-			continue
-		}
-		if *update {
-			if err := os.Remove(out); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		t.Errorf("%s has no %s: delete it or run with -update", out, filepath.Base(in))
-	}
-}
+func TestGoldenNoStaleOutputs(t *testing.T) { golden.NoStaleOutputs(t, *update) }
 
 // Tests that the output depends on the cluster state only, not on the order objects arrive in.
 func TestOrderInvariance(t *testing.T) {
-	for _, in := range inputs(t) {
+	for _, in := range golden.Inputs(t) {
 		t.Run(filepath.Base(in), func(t *testing.T) {
 			t.Parallel()
 			raw, err := os.ReadFile(in)

@@ -7,11 +7,8 @@ import (
 	"flag"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,17 +16,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
+	"coxswain.dev/coxswain/internal/golden"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/provision"
 	"coxswain.dev/coxswain/internal/state"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden .out.yaml files from the current output")
-
-const (
-	inSuffix  = ".in.yaml"
-	outSuffix = ".out.yaml"
-)
 
 var defaults = provision.Defaults{
 	Image:    "coxswain.dev/coxswain-proxy:test",
@@ -98,54 +91,17 @@ func decodeParameters(t testing.TB, in []byte) map[string]*v1alpha1.CoxswainGate
 
 // Tests that every testdata/<case>.in.yaml renders exactly testdata/<case>.out.yaml.
 func TestGolden(t *testing.T) {
-	ins, err := filepath.Glob(filepath.Join("testdata", "*"+inSuffix))
-	if err != nil || len(ins) == 0 {
-		t.Fatalf("no golden inputs: %v", err)
-	}
-	for _, in := range ins {
-		name := strings.TrimSuffix(filepath.Base(in), inSuffix)
-		t.Run(name, func(t *testing.T) {
+	for _, in := range golden.Inputs(t) {
+		t.Run(golden.Name(in), func(t *testing.T) {
 			t.Parallel()
 			data, err := os.ReadFile(in) //nolint:gosec // a test fixture path from Glob
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := render(t, data)
-			outPath := strings.TrimSuffix(in, inSuffix) + outSuffix
-			if *update {
-				if err := os.WriteFile(outPath, got, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(outPath) //nolint:gosec // derived from a fixture path
-			if err != nil {
-				t.Fatalf("read golden output (run with -update to create it): %v", err)
-			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("%s differs from the rendered objects (-want +got):\n%s", outPath, diff)
-			}
+			golden.Check(t, in, render(t, data), *update)
 		})
 	}
 }
 
 // Tests that no .out.yaml is left without its .in.yaml; with -update, stale ones are removed.
-func TestGoldenNoStaleOutputs(t *testing.T) {
-	outs, err := filepath.Glob(filepath.Join("testdata", "*"+outSuffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, out := range outs {
-		in := strings.TrimSuffix(out, outSuffix) + inSuffix
-		if _, err := os.Stat(in); err == nil {
-			continue
-		}
-		if *update {
-			if err := os.Remove(out); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		t.Errorf("%s has no %s: remove it or run with -update", out, in)
-	}
-}
+func TestGoldenNoStaleOutputs(t *testing.T) { golden.NoStaleOutputs(t, *update) }
