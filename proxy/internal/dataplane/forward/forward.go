@@ -51,13 +51,8 @@ func (h *Handler) forward(x *exchange) int {
 		ctx, stop = context.WithDeadline(ctx, d)
 		defer stop()
 	}
-	body := x.requestBody()
-	out := x.outbound(ctx, ep, body, upgrade)
-	if err := h.mirror(x, out, body); err != nil {
-		return x.bodyFailed(err)
-	}
 	var wrote atomic.Bool
-	out = out.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GetConn: func(string) {
 			if wrote.Load() {
 				cancel(errRetry)
@@ -65,7 +60,12 @@ func (h *Handler) forward(x *exchange) int {
 		},
 		WroteHeaders:   func() { wrote.Store(true) },
 		Got1xxResponse: x.informational,
-	}))
+	})
+	body := x.requestBody()
+	out := x.outbound(traced, ep, body, upgrade)
+	if err := h.mirror(x, out, body); err != nil {
+		return x.bodyFailed(err)
+	}
 	transport := ep.HTTP1
 	if cl.H2C {
 		transport = ep.H2C()
