@@ -95,8 +95,12 @@ type Handler struct {
 	state       atomic.Pointer[State]
 	mirrorSlots chan struct{}
 	background  sync.WaitGroup
-	tunnels     tunnels
-	bufs        sync.Pool
+	// bgMu orders starting background work against Wait: a WaitGroup must not grow from zero
+	// while it is waited on.
+	bgMu     sync.Mutex
+	stopping bool
+	tunnels  tunnels
+	bufs     sync.Pool
 }
 
 // bufferSize is the chunk in which bodies are copied: one buffer per direction per request.
@@ -193,6 +197,9 @@ func (h *Handler) record(x *exchange, status int) {
 // Wait blocks until the mirror copies and WebSocket tunnels still running end, or until done is
 // closed, when it closes the tunnels and returns.
 func (h *Handler) Wait(done <-chan struct{}) {
+	h.bgMu.Lock()
+	h.stopping = true
+	h.bgMu.Unlock()
 	finished := make(chan struct{})
 	go func() {
 		h.background.Wait()
@@ -204,6 +211,18 @@ func (h *Handler) Wait(done <-chan struct{}) {
 		h.tunnels.closeAll()
 		<-finished
 	}
+}
+
+// track counts one more background task (a mirror copy, a tunnel), unless the handler is
+// shutting down, when it returns false and the task must not start.
+func (h *Handler) track() bool {
+	h.bgMu.Lock()
+	defer h.bgMu.Unlock()
+	if h.stopping {
+		return false
+	}
+	h.background.Add(1)
+	return true
 }
 
 func (h *Handler) buffer() *[]byte   { return h.bufs.Get().(*[]byte) }

@@ -52,7 +52,10 @@ func (h *Handler) mirror(x *exchange, out *http.Request, body *requestBody) erro
 		if cl.H2C {
 			transport = ep.H2C()
 		}
-		h.background.Add(1)
+		if !h.track() {
+			<-h.mirrorSlots
+			continue
+		}
 		go h.sendMirror(transport, req)
 	}
 	return nil

@@ -20,8 +20,13 @@ func (h *Handler) tunnel(x *exchange, resp *http.Response) int {
 	if !ok {
 		return x.refuse(http.StatusBadGateway, reasonUpstreamError)
 	}
+	if !h.track() {
+		_ = up.Close()
+		return x.refuse(http.StatusServiceUnavailable, reasonShuttingDown)
+	}
 	down, rw, err := x.rc.Hijack()
 	if err != nil {
+		h.background.Done()
 		_ = up.Close()
 		return x.refuse(http.StatusBadGateway, reasonUpstreamError)
 	}
@@ -38,13 +43,13 @@ func (h *Handler) tunnel(x *exchange, resp *http.Response) int {
 	_ = hdr.Write(rw)
 	_, _ = rw.WriteString("\r\n")
 	if err := rw.Flush(); err != nil {
+		h.background.Done()
 		_ = down.Close()
 		_ = up.Close()
 		return http.StatusSwitchingProtocols
 	}
 	_ = down.SetDeadline(time.Time{})
 	t := h.tunnels.add(x.listener.Port, x.route.Name, down, up)
-	h.background.Add(1)
 	go func() {
 		defer h.background.Done()
 		defer h.tunnels.remove(t)

@@ -31,6 +31,7 @@ const (
 	reasonUpstreamError    = "upstream_error"
 	reasonUpstreamBody     = "upstream_body_error"
 	reasonSendTimeout      = "send_error"
+	reasonShuttingDown     = "shutting_down"
 )
 
 // statusClientClosed is recorded, never sent, for a request whose client left before its
