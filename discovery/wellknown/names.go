@@ -49,3 +49,16 @@ func LabelValue(value string) string {
 	head := strings.TrimRight(value[:MaxNameLength-nameHashLength-1], "-.")
 	return head + "-" + hex.EncodeToString(sum[:])[:nameHashLength]
 }
+
+// SharedGatewayServiceName is the name of the Service, in the operator's namespace, that gives
+// a shared pool Gateway its own address: "<namespace>-<gateway>" made a DNS-1035 label, always
+// ending with "-" and a short hash of "<namespace>/<gateway>", so that two Gateways whose joined
+// names are equal ("a-b"/"c" and "a"/"b-c") still get two Services.
+func SharedGatewayServiceName(namespace, gateway string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + gateway))
+	head := ShortName(namespace + "-" + gateway)
+	if len(head) > MaxNameLength-nameHashLength-1 {
+		head = strings.TrimRight(head[:MaxNameLength-nameHashLength-1], "-")
+	}
+	return head + "-" + hex.EncodeToString(sum[:])[:nameHashLength]
+}

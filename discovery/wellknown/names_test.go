@@ -55,3 +55,23 @@ func TestShortNameNeverEndsWithADashBeforeTheHash(t *testing.T) {
 		t.Errorf("ShortName = %q: want no double dash and a DNS-1035 label", got)
 	}
 }
+
+func TestSharedGatewayServiceNameKeepsApartWhatJoinsAlike(t *testing.T) {
+	t.Parallel()
+	a := SharedGatewayServiceName("a-b", "c")
+	b := SharedGatewayServiceName("a", "b-c")
+	if a == b {
+		t.Errorf("Gateways a-b/c and a/b-c both got the Service name %q", a)
+	}
+	if !strings.HasPrefix(a, "a-b-c-") || len(a) != len("a-b-c-")+nameHashLength {
+		t.Errorf("SharedGatewayServiceName(a-b, c) = %q: want a-b-c- and a %d-digit hash", a, nameHashLength)
+	}
+	for _, got := range []string{a, b, SharedGatewayServiceName(strings.Repeat("n", 63), strings.Repeat("g.", 100)+"x"), SharedGatewayServiceName("ns", "1gw")} {
+		if len(got) > MaxNameLength || !dns1035Label.MatchString(got) {
+			t.Errorf("%q: want a DNS-1035 label of at most %d characters", got, MaxNameLength)
+		}
+	}
+	if again := SharedGatewayServiceName("a-b", "c"); again != a {
+		t.Errorf("not deterministic: %q then %q", a, again)
+	}
+}

@@ -72,3 +72,13 @@ const (
 	// CAModeExternal consumes an existing CA Secret and fails closed without it.
 	CAModeExternal CAMode = "External"
 )
+
+// The internal ports of the shared pool. Each (shared Gateway, listener port) pair gets one
+// port of this range, which its Service maps the listener port to; the pool binds the Gateway's
+// listeners there, so the port a connection arrives on says which Gateway it is for. The range
+// lies below the kernel's default ephemeral ports (32768 up) and above every port the pool
+// itself uses.
+const (
+	SharedPoolFirstPort = 20000
+	SharedPoolLastPort  = 29999
+)

@@ -29,7 +29,13 @@ type Gateway struct {
 	// Parameters is the CoxswainGatewayParameters of a dedicated Gateway: its own
 	// spec.infrastructure.parametersRef, else its class's.
 	Parameters types.NamespacedName
-	Listeners  []*Listener
+	// SharedService names the Service, in the operator's namespace, that gives an accepted shared
+	// pool Gateway its own address; empty for every other Gateway.
+	SharedService string
+	// SharedPorts maps each accepted listener port of a shared pool Gateway to the internal port
+	// the pool binds its listeners on (see allocateSharedPorts); nil for every other Gateway.
+	SharedPorts map[int32]int32
+	Listeners   []*Listener
 	// Conditions are the Gateway-level conditions, final once Build returns.
 	Conditions []metav1.Condition
 	// problem is the Gateway-level reason not to accept it, found before listeners are built.

@@ -20,6 +20,9 @@ type Options struct {
 	// installed Gateway API CRDs. Empty means the caller did not look, and the version this
 	// binary is built against is assumed.
 	CRDBundleVersion string
+	// Namespace is the operator's namespace, which holds the shared pool and the Services of its
+	// Gateways; wellknown.InstallNamespace when empty.
+	Namespace string
 }
 
 func (o Options) withDefaults() Options {
@@ -28,6 +31,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CRDBundleVersion == "" {
 		o.CRDBundleVersion = consts.BundleVersion
+	}
+	if o.Namespace == "" {
+		o.Namespace = wellknown.InstallNamespace
 	}
 	return o
 }
@@ -59,6 +65,7 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 	for _, gw := range g.Gateways {
 		gw.finish()
 	}
+	allocateSharedPorts(g.Gateways, b.cs.Services, b.opts.Namespace)
 	g.Clusters = b.buildClusters()
 	return g
 }

@@ -62,7 +62,15 @@ func (c *compiler) compileGateway(gw *graph.Gateway) {
 		}
 	}
 	for _, port := range sortedPorts(byPort) {
-		sb.snap.Listeners = append(sb.snap.Listeners, sb.compileListener(gw, port, byPort[port]))
+		bind := port
+		if !gw.Dedicated {
+			internal, ok := gw.SharedPorts[port]
+			if !ok {
+				continue // the shared pool's internal ports are exhausted
+			}
+			bind = internal
+		}
+		sb.snap.Listeners = append(sb.snap.Listeners, sb.compileListener(gw, port, bind, byPort[port]))
 	}
 }
 
@@ -75,12 +83,15 @@ func sortedPorts(m map[int32][]*graph.Listener) []int32 {
 	return ports
 }
 
-func (sb *scopeBuilder) compileListener(gw *graph.Gateway, port int32, ls []*graph.Listener) *Listener {
+// compileListener compiles the listeners of gw on port into one Listener that the proxy binds on
+// bind: port itself for a dedicated proxy, the Gateway's internal port on the shared pool. The
+// name keeps the listener port.
+func (sb *scopeBuilder) compileListener(gw *graph.Gateway, port, bind int32, ls []*graph.Listener) *Listener {
 	key := gw.Key()
 	out := &Listener{
 		Name:     fmt.Sprintf("%s/%s/%d", key.Namespace, key.Name, port),
 		Gateway:  key.String(),
-		Port:     port,
+		Port:     bind,
 		Protocol: string(ls[0].Protocol),
 	}
 	for _, l := range ls {

@@ -49,9 +49,11 @@ type Snapshot struct {
 // Listener is one port of one Gateway. The shared pool serves several Gateways, so listeners
 // are keyed by Gateway and port: a Gateway's routes never answer on another Gateway's listener.
 type Listener struct {
-	// Name is "<namespace>/<gateway>/<port>".
-	Name     string `json:"name"`
-	Gateway  string `json:"gateway"`
+	// Name is "<namespace>/<gateway>/<port>", with the Gateway's listener port.
+	Name    string `json:"name"`
+	Gateway string `json:"gateway"`
+	// Port is the port the proxy binds: the listener port on a dedicated proxy, the Gateway's
+	// internal port on the shared pool, which the Gateway's Service maps the listener port to.
 	Port     int32  `json:"port"`
 	Protocol string `json:"protocol"`
 	// VirtualHosts are the Gateway listeners on this port, most specific hostname first. A
