@@ -29,6 +29,7 @@ import (
 	snapcache "coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/discoveryserver"
+	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/identity"
 	"coxswain.dev/coxswain/internal/provision"
 	"coxswain.dev/coxswain/internal/readiness"
@@ -177,13 +178,14 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 	gw := &controllers.GatewayAPIReconciler{
 		Client: mgr.GetClient(),
 		Pipeline: &rebuild.Pipeline{
+			Graph:       graph.Options{Namespace: o.namespace},
 			Cache:       snapshots,
 			Authority:   authority,
 			IsLeader:    isLeader,
 			TrustCopies: disc.TrustCopies,
 			Status: &status.Writer{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
-				SharedProxyService:    types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
+				Namespace:             o.namespace,
 				SharedProxyDeployment: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
 			},
 		},
@@ -196,6 +198,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 	prov := &controllers.ProvisionReconciler{
 		Client:          mgr.GetClient(),
 		Reader:          mgr.GetAPIReader(),
+		Graph:           graph.Options{Namespace: o.namespace},
 		Defaults:        func() provision.Defaults { return proxyDefaults(o, store.Get()) },
 		DefaultsChanged: store.Subscribe(),
 		Recorder:        mgr.GetEventRecorder("coxswain"),
@@ -214,6 +217,7 @@ func proxyDefaults(o *options, s settings.Settings) provision.Defaults {
 		Image:                    s.ProxyImage,
 		Replicas:                 s.ProxyReplicas,
 		Resources:                s.ProxyResources,
+		ServiceType:              s.ProxyServiceType,
 		DiscoveryEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.StreamPort)),
 		ControllerNamespace:      o.namespace,
 		ControllerServiceAccount: o.controllerSA,

@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/consts"
@@ -19,6 +20,7 @@ import (
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/stream"
 	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/rebuild"
 )
 
@@ -26,7 +28,7 @@ const otherController = gwapiv1.GatewayController("example.com/other-controller"
 
 func TestGatewayClassOfOursIsAcceptedAndOthersAreUntouched(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
+	h := startGatewayAPI(t, true, "")
 	theirs := h.newGatewayClass(ns, otherController)
 	ours := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 
@@ -58,7 +60,7 @@ func TestGatewayClassOfOursIsAcceptedAndOthersAreUntouched(t *testing.T) {
 
 func TestOnlyTLSSecretsAreRead(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
+	h := startGatewayAPI(t, true, "")
 	h.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "opaque"}, StringData: map[string]string{"password": "hunter2"}})
 	h.create(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tls"},
@@ -76,10 +78,17 @@ func TestOnlyTLSSecretsAreRead(t *testing.T) {
 
 func TestGatewayAndRouteProgramTheSharedPool(t *testing.T) {
 	ns := newNamespace(t)
-	proxy := types.NamespacedName{Namespace: ns, Name: wellknown.SharedProxyServiceAccount}
-	h := startGatewayAPI(t, true, proxy)
+	h := startGatewayAPI(t, true, ns)
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
-	h.create(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: proxy.Name}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}})
+	// The Gateway's Service on the shared pool, as the provisioner makes it, in the operator's
+	// namespace (here the test's).
+	h.create(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: wellknown.SharedGatewayServiceName(ns, "web"),
+			Annotations: map[string]string{graph.SharedServiceGatewayAnnotation: ns + "/web"},
+		},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(20042)}}},
+	})
 	h.newBackend(ns, "echo", "10.1.2.3")
 	h.create(newGateway(ns, "web", class))
 	h.create(newHTTPRoute(ns, "echo", []gwapiv1.ParentReference{parentRef(ns, "web")}, ns, "echo"))
@@ -134,7 +143,7 @@ func TestGatewayAndRouteProgramTheSharedPool(t *testing.T) {
 
 func TestRouteToAMissingServiceIsBackendNotFound(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
+	h := startGatewayAPI(t, true, "")
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	h.create(newGateway(ns, "web", class))
 	h.create(newHTTPRoute(ns, "broken", []gwapiv1.ParentReference{parentRef(ns, "web")}, ns, "missing"))
@@ -145,7 +154,7 @@ func TestRouteToAMissingServiceIsBackendNotFound(t *testing.T) {
 
 func TestCrossNamespaceBackendNeedsAReferenceGrant(t *testing.T) {
 	ns, backends := newNamespace(t), newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
+	h := startGatewayAPI(t, true, "")
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	h.newBackend(backends, "echo", "10.1.2.3")
 	h.create(newGateway(ns, "web", class))
@@ -167,7 +176,7 @@ func TestCrossNamespaceBackendNeedsAReferenceGrant(t *testing.T) {
 
 func TestAnotherControllersParentEntryIsPreserved(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
+	h := startGatewayAPI(t, true, "")
 	ours := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	theirs := h.newGatewayClass(ns, otherController)
 	h.newBackend(ns, "echo", "10.1.2.3")
@@ -225,7 +234,7 @@ func TestAnotherControllersParentEntryIsPreserved(t *testing.T) {
 
 func TestStatusIsNotRewrittenWhenNothingChanged(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
+	h := startGatewayAPI(t, true, "")
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	h.newBackend(ns, "echo", "10.1.2.3")
 	h.create(newGateway(ns, "web", class))
@@ -256,7 +265,7 @@ func TestStatusIsNotRewrittenWhenNothingChanged(t *testing.T) {
 
 func TestFollowerFillsTheCacheButWritesNoStatus(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, false, types.NamespacedName{})
+	h := startGatewayAPI(t, false, "")
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	h.create(newGateway(ns, "web", class))
 
@@ -284,7 +293,7 @@ func TestFollowerFillsTheCacheButWritesNoStatus(t *testing.T) {
 
 func TestDedicatedGatewayGetsItsOwnScopeUntilDeleted(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
+	h := startGatewayAPI(t, true, "")
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	h.create(&v1alpha1.CoxswainGatewayParameters{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}})
 	gw := newGateway(ns, "edge", class)

@@ -28,6 +28,7 @@ import (
 	"coxswain.dev/coxswain/api/v1alpha1"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/rebuild"
 	"coxswain.dev/coxswain/internal/scopeauth"
 	"coxswain.dev/coxswain/internal/status"
@@ -63,9 +64,10 @@ type gatewayAPI struct {
 	records []rebuildRecord
 }
 
-// startGatewayAPI runs the reconciler in its own manager until the test ends. sharedProxy names
-// the Service whose addresses shared pool Gateways report.
-func startGatewayAPI(t *testing.T, leader bool, sharedProxy types.NamespacedName) *gatewayAPI {
+// startGatewayAPI runs the reconciler in its own manager until the test ends. namespace is the
+// operator's, which holds the Services of shared pool Gateways (wellknown.InstallNamespace when
+// empty).
+func startGatewayAPI(t *testing.T, leader bool, namespace string) *gatewayAPI {
 	t.Helper()
 	h := &gatewayAPI{t: t, c: newGatewayClient(t), cache: cache.New(nil), auth: scopeauth.New()}
 	h.leader.Store(leader)
@@ -83,8 +85,9 @@ func startGatewayAPI(t *testing.T, leader bool, sharedProxy types.NamespacedName
 	r := &GatewayAPIReconciler{
 		Client: mgr.GetClient(),
 		Pipeline: &rebuild.Pipeline{
+			Graph: graph.Options{Namespace: namespace},
 			Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load,
-			Status: &status.Writer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), SharedProxyService: sharedProxy},
+			Status: &status.Writer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: namespace},
 		},
 		Debouncer:    h.debouncer,
 		afterRebuild: h.record,

@@ -30,6 +30,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
+	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/graph/conditions"
 	"coxswain.dev/coxswain/internal/provision"
@@ -44,16 +45,18 @@ const ReasonProxyNameTaken = "ProxyNameTaken"
 // that the typed cache no longer holds (or not yet).
 var errParametersLag = errors.New("parameters seen by the graph are not in the cache")
 
-// ProvisionReconciler ensures each Gateway's dedicated proxy: it renders the desired objects
-// with internal/provision, applies them with server-side apply, and deletes the objects the
-// Gateway owns that are no longer wanted. It runs on the leader only.
+// ProvisionReconciler ensures each Gateway's dedicated proxy, or its Service on the shared pool:
+// it renders the desired objects with internal/provision, applies them with server-side apply,
+// and deletes the objects the Gateway owns that are no longer wanted. It runs on the leader only.
 type ProvisionReconciler struct {
 	// Client reads the informer cache and writes.
 	Client client.Client
 	// Reader reads past the cache (mgr.GetAPIReader()): the cache holds only our labelled
 	// objects, and a name may be taken by an object without our labels.
 	Reader client.Reader
-	Graph  graph.Options
+	// Graph are the options of the graph; its Namespace (the operator's) holds the shared pool
+	// and the Services of its Gateways.
+	Graph graph.Options
 	// Defaults returns the current operator-wide proxy settings.
 	Defaults func() provision.Defaults
 	// DefaultsChanged, when set, receives a value after each change of what Defaults returns
@@ -73,13 +76,22 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read cluster state: %w", err)
 	}
+	g := r.build(in)
+	// The Services of shared pool Gateways live in the operator's namespace, out of the garbage
+	// collector's reach: delete those no Gateway wants any more, whichever Gateway this is.
+	if err := r.sweepShared(ctx, g); err != nil {
+		return ctrl.Result{}, err
+	}
 	src, ok := in.State.Gateways[req.NamespacedName]
 	if !ok {
 		return ctrl.Result{}, nil // deleted: the garbage collector removes what it owned
 	}
-	gw := r.build(in, req.NamespacedName)
+	gw := gatewayOf(g, req.NamespacedName)
 	if gw != nil && r.keepServing(src, gw) {
 		return ctrl.Result{}, nil
+	}
+	if err := r.ensureShared(ctx, src, gw); err != nil {
+		return ctrl.Result{}, err
 	}
 	want, err := r.desired(ctx, gw)
 	if errors.Is(err, errParametersLag) {
@@ -94,10 +106,7 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	if taken != nil {
-		msg := fmt.Sprintf("%s %s/%s exists and is not owned by this Gateway; no proxy is provisioned over it",
-			kindOf(taken), taken.GetNamespace(), taken.GetName())
-		r.Recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonProxyNameTaken, "Provision", "%s", msg)
-		log.FromContext(ctx).Info("Refused to provision over a foreign object", "object", client.ObjectKeyFromObject(taken), "kind", kindOf(taken))
+		r.refuseTaken(ctx, src, taken)
 		return ctrl.Result{}, nil
 	}
 	for _, obj := range want {
@@ -108,13 +117,26 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	return ctrl.Result{}, r.prune(ctx, src, want)
 }
 
-// build returns the Gateway of key in the graph of in, nil when it is not one of ours.
-func (r *ProvisionReconciler) build(in rebuild.Input, key types.NamespacedName) *graph.Gateway {
-	opts := r.Graph
+// build returns the graph of in.
+func (r *ProvisionReconciler) build(in rebuild.Input) *graph.Graph {
+	opts := r.graphOptions()
 	if in.CRDBundleVersion != "" {
 		opts.CRDBundleVersion = in.CRDBundleVersion
 	}
-	for _, gw := range graph.Build(in.State, opts).Gateways {
+	return graph.Build(in.State, opts)
+}
+
+func (r *ProvisionReconciler) graphOptions() graph.Options {
+	opts := r.Graph
+	if opts.Namespace == "" {
+		opts.Namespace = wellknown.InstallNamespace
+	}
+	return opts
+}
+
+// gatewayOf returns the Gateway of key in g, nil when it is not one of ours.
+func gatewayOf(g *graph.Graph, key types.NamespacedName) *graph.Gateway {
+	for _, gw := range g.Gateways {
 		if gw.Key() == key {
 			return gw
 		}
@@ -122,21 +144,92 @@ func (r *ProvisionReconciler) build(in rebuild.Input, key types.NamespacedName) 
 	return nil
 }
 
+// refuseTaken reports that the name of a proxy object is held by an object the Gateway does not
+// own, over which nothing is provisioned.
+func (r *ProvisionReconciler) refuseTaken(ctx context.Context, gw *gwapiv1.Gateway, taken client.Object) {
+	msg := fmt.Sprintf("%s %s/%s exists and is not owned by this Gateway; no proxy is provisioned over it",
+		kindOf(taken), taken.GetNamespace(), taken.GetName())
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ReasonProxyNameTaken, "Provision", "%s", msg)
+	log.FromContext(ctx).Info("Refused to provision over a foreign object", "object", client.ObjectKeyFromObject(taken), "kind", kindOf(taken))
+}
+
+// ensureShared applies the Service of a shared pool Gateway, unless its name is held by a
+// Service that is not this Gateway's.
+func (r *ProvisionReconciler) ensureShared(ctx context.Context, src *gwapiv1.Gateway, gw *graph.Gateway) error {
+	if gw == nil {
+		return nil
+	}
+	m, ok := provision.SharedModelOf(gw, r.graphOptions().Namespace, r.Defaults())
+	if !ok {
+		return nil
+	}
+	want := provision.DesiredSharedService(m)
+	cur := &corev1.Service{}
+	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("get Service %s: %w", client.ObjectKeyFromObject(want), err)
+	case !provision.IsSharedService(cur) || cur.Annotations[graph.SharedServiceGatewayAnnotation] != gw.Key().String():
+		r.refuseTaken(ctx, src, want)
+		return nil
+	}
+	return r.apply(ctx, want)
+}
+
+// sweepShared deletes the shared pool Services that no Gateway of g wants: their Gateway is
+// gone, moved to a dedicated proxy, not accepted, or no longer ours. The Service of a Gateway
+// refused over a mistake in its parameters stays, as a dedicated proxy does (see keepServing),
+// so the Gateway keeps its address.
+func (r *ProvisionReconciler) sweepShared(ctx context.Context, g *graph.Graph) error {
+	wanted := map[string]bool{}
+	for _, gw := range g.Gateways {
+		switch {
+		case gw.SharedService != "":
+			wanted[gw.SharedService] = true
+		case refusedByMistake(gw):
+			wanted[wellknown.SharedGatewayServiceName(gw.Source.Namespace, gw.Source.Name)] = true
+		}
+	}
+	var list corev1.ServiceList
+	sel := client.MatchingLabels{provision.ManagedByLabel: provision.ManagedBy, provision.ComponentLabel: provision.SharedComponent}
+	if err := r.Client.List(ctx, &list, client.InNamespace(r.graphOptions().Namespace), sel); err != nil {
+		return fmt.Errorf("list shared pool Services: %w", err)
+	}
+	var errs []error
+	for i := range list.Items {
+		svc := &list.Items[i]
+		if !provision.IsSharedService(svc) || wanted[svc.Name] {
+			continue
+		}
+		log.FromContext(ctx).Info("Deleting the Service of a shared pool Gateway no longer served",
+			"service", client.ObjectKeyFromObject(svc), "gateway", svc.Annotations[graph.SharedServiceGatewayAnnotation])
+		errs = append(errs, client.IgnoreNotFound(r.Client.Delete(ctx, svc, client.Preconditions{UID: ptr.To(svc.GetUID())})))
+	}
+	return errors.Join(errs...)
+}
+
 // keepServing reports whether the Gateway's proxy objects are to be left exactly as they are:
 // its parameters are broken (missing, or a foreign kind) or its proxy name refused. That is a
 // user's mistake, reported by a Warning event besides the Gateway's condition; a proxy already
 // serving is not torn down over it.
 func (r *ProvisionReconciler) keepServing(src *gwapiv1.Gateway, gw *graph.Gateway) bool {
+	if !refusedByMistake(gw) {
+		return false
+	}
+	accepted := meta.FindStatusCondition(gw.Conditions, string(gwapiv1.GatewayConditionAccepted))
+	r.Recorder.Eventf(src, nil, corev1.EventTypeWarning, accepted.Reason, "Provision", "%s", accepted.Message)
+	return true
+}
+
+// refusedByMistake reports whether gw is not accepted because of broken parameters or a refused
+// proxy name.
+func refusedByMistake(gw *graph.Gateway) bool {
 	accepted := meta.FindStatusCondition(gw.Conditions, string(gwapiv1.GatewayConditionAccepted))
 	if accepted == nil || accepted.Status == metav1.ConditionTrue {
 		return false
 	}
-	switch accepted.Reason {
-	case string(gwapiv1.GatewayReasonInvalidParameters), conditions.ReasonProxyNameConflict:
-		r.Recorder.Eventf(src, nil, corev1.EventTypeWarning, accepted.Reason, "Provision", "%s", accepted.Message)
-		return true
-	}
-	return false
+	return accepted.Reason == string(gwapiv1.GatewayReasonInvalidParameters) || accepted.Reason == conditions.ReasonProxyNameConflict
 }
 
 // desired renders the objects the Gateway's dedicated proxy needs; none when it gets no proxy.
@@ -258,7 +351,7 @@ func controlledBy(obj metav1.Object, gw *gwapiv1.Gateway) bool {
 }
 
 // SetupWithManager registers the reconciler: a Gateway is reconciled when it, the objects it
-// owns, or anything that can change its listeners or parameters changes.
+// owns, a shared pool Service, or anything that can change its listeners or parameters changes.
 func (r *ProvisionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	allGateways := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		var list gwapiv1.GatewayList
@@ -294,6 +387,9 @@ func (r *ProvisionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.CoxswainGatewayParameters{}, allGateways, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&gwapiv1.ReferenceGrant{}, allGateways).
 		Watches(&corev1.Secret{}, allGateways, builder.WithPredicates(tlsOnly)).
+		// A shared pool Service records its Gateway's internal ports, which a hand edit of
+		// one Service can take from another Gateway: every Gateway is looked at again.
+		Watches(&corev1.Service{}, allGateways, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return provision.IsSharedService(o) }))).
 		Complete(r)
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"coxswain.dev/coxswain/api/v1alpha1"
 	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/graph/conditions"
 	"coxswain.dev/coxswain/internal/provision"
 )
@@ -35,8 +36,9 @@ var testDefaults = provision.Defaults{
 }
 
 // startProvision runs a ProvisionReconciler in its own manager until the test ends and returns
-// it, so a test can also call Reconcile itself.
-func startProvision(t *testing.T) *ProvisionReconciler {
+// it, so a test can also call Reconcile itself. namespace stands for the operator's: the Services
+// of shared pool Gateways go there.
+func startProvision(t *testing.T, namespace string) *ProvisionReconciler {
 	t.Helper()
 	byObject := ProvisionCacheOptions()
 	for k, v := range GatewayAPICacheOptions() {
@@ -54,6 +56,7 @@ func startProvision(t *testing.T) *ProvisionReconciler {
 	r := &ProvisionReconciler{
 		Client:   mgr.GetClient(),
 		Reader:   mgr.GetAPIReader(),
+		Graph:    graph.Options{Namespace: namespace},
 		Defaults: func() provision.Defaults { return testDefaults },
 		Recorder: mgr.GetEventRecorder("coxswain"),
 	}
@@ -121,8 +124,8 @@ func provisioned(c client.Client, gw *gwapiv1.Gateway, name string) error {
 // parameters removes the objects.
 func TestDedicatedGatewayIsProvisioned(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
-	r := startProvision(t)
+	h := startGatewayAPI(t, true, ns)
+	r := startProvision(t, ns)
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	h.create(&v1alpha1.CoxswainGatewayParameters{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "params"}})
 	gw := dedicatedGateway(ns, "edge", class)
@@ -217,8 +220,8 @@ func resourceVersions(t *testing.T, c client.Client, ns, name string) []string {
 // and that the address reported is the load balancer's, never the cluster IP.
 func TestDedicatedGatewayIsProgrammedOnceItHasAnAddressAndAReadyProxy(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
-	startProvision(t)
+	h := startGatewayAPI(t, true, ns)
+	startProvision(t, ns)
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	h.create(&v1alpha1.CoxswainGatewayParameters{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "params"}})
 	gw := dedicatedGateway(ns, "edge", class)
@@ -282,8 +285,8 @@ func gatewayStatus(h *gatewayAPI, ns, name, condType string, status metav1.Condi
 // a condition and gets no objects, while its neighbour is provisioned.
 func TestReservedProxyNameIsRefused(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
-	startProvision(t)
+	h := startGatewayAPI(t, true, ns)
+	startProvision(t, ns)
 	gc := &gwapiv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "controller"},
 		Spec:       gwapiv1.GatewayClassSpec{ControllerName: wellknown.GatewayControllerName},
@@ -310,8 +313,8 @@ func TestReservedProxyNameIsRefused(t *testing.T) {
 // over: no object is provisioned and a Warning event says why.
 func TestForeignObjectOfTheProxyNameIsLeftAlone(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
-	startProvision(t)
+	h := startGatewayAPI(t, true, ns)
+	startProvision(t, ns)
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	name := wellknown.DedicatedProxyName("edge", class)
 	h.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
@@ -336,8 +339,8 @@ func TestForeignObjectOfTheProxyNameIsLeftAlone(t *testing.T) {
 // ServiceAccount), and that deleting the Gateway garbage-collects everything it owned.
 func TestDeletingTheGatewayCollectsItsProxy(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
-	startProvision(t)
+	h := startGatewayAPI(t, true, ns)
+	startProvision(t, ns)
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	h.create(&v1alpha1.CoxswainGatewayParameters{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "params"}})
 	gw := dedicatedGateway(ns, "edge", class)
@@ -393,8 +396,8 @@ func warningEvent(h *gatewayAPI, ns, name, reason string) func() error {
 // the Gateway says InvalidParameters, a Warning event says why, and the objects stay.
 func TestMissingParametersDoNotTearDownAServingProxy(t *testing.T) {
 	ns := newNamespace(t)
-	h := startGatewayAPI(t, true, types.NamespacedName{})
-	startProvision(t)
+	h := startGatewayAPI(t, true, ns)
+	startProvision(t, ns)
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	params := &v1alpha1.CoxswainGatewayParameters{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "params"}}
 	h.create(params)
@@ -411,4 +414,89 @@ func TestMissingParametersDoNotTearDownAServingProxy(t *testing.T) {
 	if err := provisioned(h.c, gw, name); err != nil {
 		t.Errorf("the serving proxy was torn down: %v", err)
 	}
+}
+
+// Tests that two shared pool Gateways on port 80 get a Service each, in the operator's
+// namespace, selecting the pool and mapping port 80 to distinct internal ports; that each
+// Gateway reports its own Service's address; that a hand edit is reverted; and that deleting a
+// Gateway deletes its Service while the other stays.
+func TestSharedGatewaysGetTheirOwnServices(t *testing.T) {
+	ns := newNamespace(t)
+	h := startGatewayAPI(t, true, ns)
+	startProvision(t, ns)
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	h.create(newGateway(ns, "blue", class))
+	h.create(newGateway(ns, "green", class))
+	blue, green := wellknown.SharedGatewayServiceName(ns, "blue"), wellknown.SharedGatewayServiceName(ns, "green")
+
+	internal := map[string]int32{}
+	eventually(t, "both Gateways have their Service", func() error {
+		for _, name := range []string{blue, green} {
+			var svc corev1.Service
+			if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &svc); err != nil {
+				return err
+			}
+			if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 80 {
+				return fmt.Errorf("Service %s ports %+v, want only 80", name, svc.Spec.Ports)
+			}
+			if fmt.Sprint(svc.Spec.Selector) != fmt.Sprint(provision.SharedSelector()) || svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+				return fmt.Errorf("Service %s: %s selecting %v, want a LoadBalancer selecting the shared pool", name, svc.Spec.Type, svc.Spec.Selector)
+			}
+			internal[name] = svc.Spec.Ports[0].TargetPort.IntVal
+		}
+		return nil
+	})
+	for name, p := range internal {
+		if p < wellknown.SharedPoolFirstPort || p > wellknown.SharedPoolLastPort {
+			t.Errorf("Service %s maps port 80 to %d, outside the internal range", name, p)
+		}
+	}
+	if internal[blue] == internal[green] {
+		t.Fatalf("both Gateways' port 80 map to internal port %d", internal[blue])
+	}
+
+	// No cloud controller runs: give blue's Service a load balancer address. Only blue reports it.
+	var svc corev1.Service
+	h.get(&svc, ns, blue)
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.10"}}
+	if err := h.c.Status().Update(context.Background(), &svc); err != nil {
+		t.Fatal(err)
+	}
+	programmed := string(gwapiv1.GatewayConditionProgrammed)
+	eventually(t, "blue reports its own address", gatewayStatus(h, ns, "blue", programmed, metav1.ConditionTrue, string(gwapiv1.GatewayReasonProgrammed), "203.0.113.10"))
+	eventually(t, "green has no address yet", gatewayStatus(h, ns, "green", programmed, metav1.ConditionFalse, string(gwapiv1.GatewayReasonAddressNotAssigned), ""))
+
+	// A hand edit of the selector is reverted.
+	h.get(&svc, ns, blue)
+	orig := svc.DeepCopy()
+	svc.Spec.Selector = map[string]string{"app": "elsewhere"}
+	if err := h.c.Patch(context.Background(), &svc, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the hand edit is reverted", func() error {
+		var cur corev1.Service
+		h.get(&cur, ns, blue)
+		if fmt.Sprint(cur.Spec.Selector) != fmt.Sprint(provision.SharedSelector()) {
+			return fmt.Errorf("selector %v", cur.Spec.Selector)
+		}
+		if cur.Spec.Ports[0].TargetPort.IntVal != internal[blue] {
+			return fmt.Errorf("internal port moved from %d to %d", internal[blue], cur.Spec.Ports[0].TargetPort.IntVal)
+		}
+		return nil
+	})
+
+	// Deleting green deletes its Service; blue's stays.
+	var gw gwapiv1.Gateway
+	h.get(&gw, ns, "green")
+	if err := h.c.Delete(context.Background(), &gw); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "green's Service is deleted", func() error {
+		err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: green}, &corev1.Service{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there: %w", err)
+		}
+		return nil
+	})
+	h.get(&svc, ns, blue)
 }

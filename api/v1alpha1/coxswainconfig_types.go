@@ -127,6 +127,12 @@ type ProxyDefaults struct {
 	// Resources are the proxy container's compute resources.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// ServiceType is the type of the Service that gives a Gateway its address: every shared pool
+	// Gateway's, and a dedicated proxy's unless its parameters name one. Default LoadBalancer.
+	// +optional
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	ServiceType *corev1.ServiceType `json:"serviceType,omitempty"`
 }
 
 // EffectiveSettings are the settings in force after applying the CoxswainConfig over the
@@ -142,6 +148,8 @@ type EffectiveSettings struct {
 	MaxStreamsPerIdentity int32  `json:"maxStreamsPerIdentity,omitempty"`
 	ProxyImage            string `json:"proxyImage,omitempty"`
 	ProxyReplicas         int32  `json:"proxyReplicas"`
+	// +optional
+	ProxyServiceType corev1.ServiceType `json:"proxyServiceType,omitempty"`
 }
 
 // CoxswainConfigStatus is the observed state of a CoxswainConfig.

@@ -22,7 +22,8 @@ type CoxswainGatewayParametersSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	Image *string `json:"image,omitempty"`
 
-	// ServiceType is the type of the proxy's Service. Default LoadBalancer.
+	// ServiceType is the type of the proxy's Service. Default: the CoxswainConfig's
+	// spec.proxy.serviceType, LoadBalancer when that is unset.
 	// +optional
 	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
 	ServiceType *corev1.ServiceType `json:"serviceType,omitempty"`

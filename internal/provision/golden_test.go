@@ -35,8 +35,8 @@ var defaults = provision.Defaults{
 	ControllerServiceAccount: "coxswain-controller",
 }
 
-// render builds the graph of a case's cluster state and renders the objects of every Gateway's
-// dedicated proxy, in Gateway order, as one YAML stream.
+// render builds the graph of a case's cluster state and renders, in Gateway order, the objects
+// of every Gateway's dedicated proxy or its Service on the shared pool, as one YAML stream.
 func render(t testing.TB, in []byte) []byte {
 	t.Helper()
 	cs, err := state.Decode(bytes.NewReader(in))
@@ -47,12 +47,16 @@ func render(t testing.TB, in []byte) []byte {
 	g := graph.Build(cs, graph.Options{})
 	var docs [][]byte
 	for _, gw := range g.Gateways {
-		m, ok := provision.ModelOf(gw, params[gw.Parameters.String()], defaults)
-		if !ok {
-			docs = append(docs, []byte("# "+gw.Key().String()+": no dedicated proxy\n"))
+		objs := []provision.Object{}
+		if m, ok := provision.ModelOf(gw, params[gw.Parameters.String()], defaults); ok {
+			objs = provision.Objects(m)
+		} else if m, ok := provision.SharedModelOf(gw, "coxswain-system", defaults); ok {
+			objs = append(objs, provision.DesiredSharedService(m))
+		} else {
+			docs = append(docs, []byte("# "+gw.Key().String()+": nothing provisioned\n"))
 			continue
 		}
-		for _, obj := range provision.Objects(m) {
+		for _, obj := range objs {
 			out, err := yaml.Marshal(obj)
 			if err != nil {
 				t.Fatalf("marshal %T: %v", obj, err)

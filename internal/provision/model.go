@@ -22,6 +22,9 @@ type Defaults struct {
 	Image     string
 	Replicas  int32
 	Resources corev1.ResourceRequirements
+	// ServiceType is the type of the Services that give Gateways their addresses; LoadBalancer
+	// when empty.
+	ServiceType corev1.ServiceType
 	// DiscoveryEndpoint is host:port of the controller's mTLS stream listener.
 	DiscoveryEndpoint string
 	// ControllerNamespace and ControllerServiceAccount name the controller's identity, which the
@@ -102,7 +105,7 @@ func (m Model) serviceType() corev1.ServiceType {
 	if m.Params.ServiceType != nil {
 		return *m.Params.ServiceType
 	}
-	return corev1.ServiceTypeLoadBalancer
+	return defaultServiceType(m.Defaults)
 }
 
 func (m Model) needsLowPorts() bool {

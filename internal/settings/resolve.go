@@ -45,6 +45,7 @@ func overlayDiscovery(s *Settings, d *v1alpha1.DiscoverySpec) {
 func overlayProxy(s *Settings, p *v1alpha1.ProxyDefaults) {
 	setIf(&s.ProxyImage, p.Image)
 	setIf(&s.ProxyReplicas, p.Replicas)
+	setIf(&s.ProxyServiceType, p.ServiceType)
 	if p.Resources != nil {
 		s.ProxyResources = *p.Resources.DeepCopy()
 	}
@@ -68,5 +69,6 @@ func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 		MaxStreamsPerIdentity: s.MaxStreamsPerIdentity,
 		ProxyImage:            s.ProxyImage,
 		ProxyReplicas:         s.ProxyReplicas,
+		ProxyServiceType:      s.ProxyServiceType,
 	}
 }

@@ -51,6 +51,8 @@ type Settings struct {
 	ProxyImage      string
 	ProxyReplicas   int32
 	ProxyResources  corev1.ResourceRequirements
+	// ProxyServiceType is the type of the Services that give Gateways their addresses.
+	ProxyServiceType corev1.ServiceType
 }
 
 // Defaults returns the built-in defaults of the specification.
@@ -65,6 +67,7 @@ func Defaults() Settings {
 		MaxStreamsPerIdentity: wellknown.DefaultMaxStreamsPerIdentity,
 		ProxyImage:            DefaultProxyImage,
 		ProxyReplicas:         DefaultProxyReplicas,
+		ProxyServiceType:      corev1.ServiceTypeLoadBalancer,
 	}
 }
 

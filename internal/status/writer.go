@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/state"
 )
@@ -26,9 +27,9 @@ type Writer struct {
 	// Reader re-reads an object after a conflict; use one that bypasses the informer cache
 	// (mgr.GetAPIReader()), or the retry may read the same stale object again.
 	Reader client.Reader
-	// SharedProxyService is the Service of the shared proxy pool, whose addresses shared pool
-	// Gateways report. When zero, their addresses are left as they are.
-	SharedProxyService types.NamespacedName
+	// Namespace is the operator's, where each shared pool Gateway has its own Service, whose
+	// addresses it reports; wellknown.InstallNamespace when empty.
+	Namespace string
 	// SharedProxyDeployment is the Deployment of the shared proxy pool, whose readiness shared
 	// pool Gateways wait for before they are Programmed. It is not checked while no such
 	// Deployment exists.
@@ -58,10 +59,10 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 	for _, want := range st.GatewayClasses {
 		count(w.writeGatewayClass(ctx, cs.GatewayClasses[types.NamespacedName{Name: want.Name}], want.Status, now))
 	}
-	dedicated := proxyServices(g)
+	services := w.proxyServices(g)
 	for _, want := range st.Gateways {
 		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
-		count(w.writeGateway(ctx, cs, cs.Gateways[key], want.Status, dedicated[key], now))
+		count(w.writeGateway(ctx, cs, cs.Gateways[key], want.Status, services[key], now))
 	}
 	ours := map[types.NamespacedName][]gwapiv1.RouteParentStatus{}
 	for _, want := range st.HTTPRoutes {
@@ -79,18 +80,18 @@ func (w *Writer) writeGatewayClass(ctx context.Context, src *gwapiv1.GatewayClas
 	})
 }
 
-func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *gwapiv1.Gateway, want gwapiv1.GatewayStatus, proxy types.NamespacedName, now metav1.Time) (bool, error) {
-	deployment, checkReady := proxy, true
-	if proxy == (types.NamespacedName{}) {
+func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *gwapiv1.Gateway, want gwapiv1.GatewayStatus, proxy gatewayProxy, now metav1.Time) (bool, error) {
+	deployment, checkReady := proxy.service, true
+	if proxy.shared {
 		// The shared pool is installed, not provisioned: when it does not run as a Deployment
 		// (a local run with proxies as processes), its readiness is not known here.
-		proxy, deployment = w.SharedProxyService, w.SharedProxyDeployment
+		deployment = w.SharedProxyDeployment
 		_, checkReady = cs.Deployments[deployment]
 	}
 	return write(ctx, w, "Gateway", src, func(obj *gwapiv1.Gateway) {
 		addresses := obj.Status.Addresses
-		if proxy != (types.NamespacedName{}) {
-			addresses = Addresses(cs.Services[proxy])
+		if proxy.service != (types.NamespacedName{}) {
+			addresses = Addresses(cs.Services[proxy.service])
 		}
 		want := *want.DeepCopy()
 		want.Conditions = Programmed(want.Conditions, Proxy{
@@ -108,12 +109,29 @@ func (w *Writer) writeHTTPRoute(ctx context.Context, src *gwapiv1.HTTPRoute, con
 	})
 }
 
-// proxyServices maps every dedicated Gateway to its proxy Service.
-func proxyServices(g *graph.Graph) map[types.NamespacedName]types.NamespacedName {
-	out := map[types.NamespacedName]types.NamespacedName{}
+// gatewayProxy is what serves a Gateway: the Service that gives it its address (zero when it
+// has none) and whether that is a Service of the shared pool.
+type gatewayProxy struct {
+	service types.NamespacedName
+	shared  bool
+}
+
+// proxyServices maps every Gateway to its proxy Service: a dedicated Gateway's own, or a shared
+// pool Gateway's in the operator's namespace.
+func (w *Writer) proxyServices(g *graph.Graph) map[types.NamespacedName]gatewayProxy {
+	namespace := w.Namespace
+	if namespace == "" {
+		namespace = wellknown.InstallNamespace
+	}
+	out := map[types.NamespacedName]gatewayProxy{}
 	for _, gw := range g.Gateways {
-		if gw.Dedicated {
-			out[gw.Key()] = types.NamespacedName{Namespace: gw.Source.Namespace, Name: gw.ProxyName}
+		switch {
+		case gw.Dedicated:
+			out[gw.Key()] = gatewayProxy{service: types.NamespacedName{Namespace: gw.Source.Namespace, Name: gw.ProxyName}}
+		case gw.SharedService != "":
+			out[gw.Key()] = gatewayProxy{service: types.NamespacedName{Namespace: namespace, Name: gw.SharedService}, shared: true}
+		default:
+			out[gw.Key()] = gatewayProxy{shared: true}
 		}
 	}
 	return out
