@@ -20,7 +20,9 @@ import (
 const (
 	// OperatorProbePort serves the operator's /healthz and /readyz.
 	OperatorProbePort = 18081
-	// GatewayPort is the port of the Gateway listener the shared proxy serves.
+	// GatewayPort is the port of the shared pool Gateway's listener. The shared proxy serves it
+	// on the Gateway's internal port, which the Gateway's Service maps it to (see
+	// suite.gatewayAddr).
 	GatewayPort = 8080
 )
 

@@ -23,9 +23,9 @@ const (
 	// local there, and the API server accepts it in EndpointSlices (unlike 127.0.0.0/8).
 	BackendNetwork = "198.18.0.1/24"
 	// ephemeralPorts keeps the kernel's automatic port choices away from the fixed ports the
-	// suite binds (the discovery listeners, health endpoints and Gateway listeners), so a
-	// restarted operator always gets its ports back.
-	ephemeralPorts = "20000 49999"
+	// suite binds (the discovery listeners, health endpoints, Gateway listeners and the shared
+	// pool's internal ports), so a restarted operator always gets its ports back.
+	ephemeralPorts = "30000 49999"
 )
 
 // ErrNamespaces reports that the private namespaces the suite needs cannot be created here.

@@ -32,19 +32,6 @@ func Gateway(namespace, name, class string, port int32) *gwapiv1.Gateway {
 	}
 }
 
-// SharedPoolService returns the shared proxy pool's Service as config/proxy installs it, but of
-// type ClusterIP: its cluster IP is the address the shared pool's Gateways report, and a Gateway
-// is not Programmed before it has one.
-func SharedPoolService(port int32) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: wellknown.InstallNamespace, Name: wellknown.SharedProxyServiceAccount},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app.kubernetes.io/name": "coxswain", "app.kubernetes.io/component": "shared-proxy"},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: port, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP}},
-		},
-	}
-}
-
 // BackendService returns a Service with a port named "http" on port 80, and the EndpointSlice
 // that sends it to b, as the EndpointSlice controller of a real cluster would write it.
 func BackendService(namespace, name string, b *Backend) (*corev1.Service, *discoveryv1.EndpointSlice) {

@@ -70,13 +70,13 @@ func (s *suite) dedicatedGatewayIsServedToItsOwnProxy(t *testing.T) {
 		t.Fatalf("dedicated Gateway's route not served: %v", err)
 	}
 	// Neither Gateway's routes leak into the other's listener.
-	shared := NewClient(loopback(GatewayPort), false)
+	shared := NewClient(loopback(s.gatewayPort), false)
 	defer shared.CloseIdle()
 	for _, miss := range []struct {
 		c          *Client
 		port       int
 		host, path string
-	}{{shared, GatewayPort, privateHost, "/"}, {c, privatePort, echoHost, echoPath}} {
+	}{{shared, s.gatewayPort, privateHost, "/"}, {c, privatePort, echoHost, echoPath}} {
 		resp, err := miss.c.Get(ctx, miss.host, miss.path)
 		if err != nil {
 			t.Fatal(err)

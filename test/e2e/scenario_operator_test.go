@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
 	"coxswain.dev/coxswain/discovery/wellknown"
@@ -27,7 +28,12 @@ func (s *suite) operatorBecomesReady(t *testing.T) {
 	if err := s.cluster.EnsureNamespace(ctx, wellknown.InstallNamespace); err != nil {
 		t.Fatal(err)
 	}
-	config := &v1alpha1.CoxswainConfig{ObjectMeta: metav1.ObjectMeta{Namespace: wellknown.InstallNamespace, Name: "coxswain"}}
+	// No load balancer controller runs here: the Services that give Gateways their addresses
+	// are ClusterIP ones.
+	config := &v1alpha1.CoxswainConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: wellknown.InstallNamespace, Name: "coxswain"},
+		Spec:       v1alpha1.CoxswainConfigSpec{Proxy: &v1alpha1.ProxyDefaults{ServiceType: ptr.To(corev1.ServiceTypeClusterIP)}},
+	}
 	if err := s.cluster.Client.Create(ctx, config); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ const requestPause = 5 * time.Millisecond
 // over fresh connections, and counts as failures any answer but the echo backend's with the
 // header the route adds.
 func (s *suite) echoLoad(ctx context.Context) *Load {
-	clients := []*Client{NewClient(loopback(GatewayPort), false), NewClient(loopback(GatewayPort), true)}
+	clients := []*Client{NewClient(loopback(s.gatewayPort), false), NewClient(loopback(s.gatewayPort), true)}
 	return StartLoad(ctx, clients, echoHost, echoPath, requestPause, checkEcho(serviceName, "routed"))
 }
 
@@ -115,7 +115,7 @@ func (s *suite) trafficSurvivesOperatorOutage(t *testing.T) {
 	if err := newcomer.waitState(ctx, 60*time.Second, "Ready"); err != nil {
 		t.Fatalf("proxy started during the outage did not turn Ready after the restart: %v", err)
 	}
-	newcomerClient := NewClient(loopback(GatewayPort+latePortOffset), false)
+	newcomerClient := NewClient(loopback(s.gatewayPort+latePortOffset), false)
 	defer newcomerClient.CloseIdle()
 	if err := Poll(ctx, 10*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
 		resp, err := newcomerClient.Get(ctx, echoHost, echoPath)
@@ -136,7 +136,7 @@ func (s *suite) trafficSurvivesOperatorOutage(t *testing.T) {
 	if err := s.cluster.Client.Create(ctx, HTTPRoute(late)); err != nil {
 		t.Fatal(err)
 	}
-	c := NewClient(loopback(GatewayPort), false)
+	c := NewClient(loopback(s.gatewayPort), false)
 	defer c.CloseIdle()
 	if err := Poll(ctx, 30*time.Second, 5*time.Millisecond, func(ctx context.Context) error {
 		resp, err := c.Get(ctx, late.Hostname, "/after-restart")

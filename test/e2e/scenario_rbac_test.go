@@ -83,7 +83,7 @@ func (s *suite) operatorRunsWithItsRBAC(t *testing.T) {
 	if err := p.waitState(ctx, 30*time.Second, "Ready"); err != nil {
 		t.Fatalf("shared proxy never became Ready: %v", err)
 	}
-	c := NewClient(loopback(GatewayPort), false)
+	c := NewClient(loopback(s.gatewayPort), false)
 	defer c.CloseIdle()
 	if err := Poll(ctx, 20*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
 		resp, err := c.Get(ctx, echoHost, echoPath)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,7 +48,7 @@ func (s *suite) routeIsServed(t *testing.T) {
 	s.backend = backend
 	s.t.Cleanup(func() { _ = backend.Close() })
 	svc, slice := BackendService(appNamespace, serviceName, backend)
-	for _, obj := range []client.Object{GatewayClass(className), SharedPoolService(GatewayPort), Gateway(appNamespace, gatewayName, className, GatewayPort), svc, slice} {
+	for _, obj := range []client.Object{GatewayClass(className), Gateway(appNamespace, gatewayName, className, GatewayPort), svc, slice} {
 		if err := s.cluster.Client.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
@@ -55,13 +56,18 @@ func (s *suite) routeIsServed(t *testing.T) {
 	if err := s.waitGatewayProgrammed(ctx); err != nil {
 		t.Fatalf("Gateway never became Programmed: %v", err)
 	}
-	c := NewClient(loopback(GatewayPort), false)
+	port, err := s.sharedPort(ctx)
+	if err != nil {
+		t.Fatalf("the Gateway's Service on the shared pool: %v", err)
+	}
+	s.gatewayPort = port
+	c := NewClient(loopback(s.gatewayPort), false)
 	defer c.CloseIdle()
 	if err := Poll(ctx, 20*time.Second, 20*time.Millisecond, func(ctx context.Context) error {
 		_, err := c.Get(ctx, echoHost, echoPath)
 		return err
 	}); err != nil {
-		t.Fatalf("the shared proxy never opened the Gateway listener on port %d (is the data plane wired into proxy/main.go?): %v", GatewayPort, err)
+		t.Fatalf("the shared proxy never opened the Gateway's internal port %d: %v", s.gatewayPort, err)
 	}
 
 	created := time.Now()
@@ -122,6 +128,25 @@ func (s *suite) waitGatewayProgrammed(ctx context.Context) error {
 		}
 		return conditionsTrue(gw.Status.Conditions, string(gwapiv1.GatewayConditionAccepted), string(gwapiv1.GatewayConditionProgrammed))
 	})
+}
+
+// sharedPort returns the internal port the shared pool serves the Gateway's listener on: the
+// target port of GatewayPort in the Gateway's Service, which the operator made in its namespace.
+func (s *suite) sharedPort(ctx context.Context) (int, error) {
+	key := types.NamespacedName{Namespace: wellknown.InstallNamespace, Name: wellknown.SharedGatewayServiceName(appNamespace, gatewayName)}
+	var svc corev1.Service
+	if err := s.cluster.Client.Get(ctx, key, &svc); err != nil {
+		return 0, err
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Port == GatewayPort {
+			if t := p.TargetPort.IntValue(); t >= wellknown.SharedPoolFirstPort && t <= wellknown.SharedPoolLastPort {
+				return t, nil
+			}
+			return 0, fmt.Errorf("Service %s maps port %d to %s, not an internal port", key, GatewayPort, p.TargetPort.String())
+		}
+	}
+	return 0, fmt.Errorf("Service %s has no port %d: %+v", key, GatewayPort, svc.Spec.Ports)
 }
 
 // waitRouteAccepted waits for the route's parent status from our controller to say Accepted

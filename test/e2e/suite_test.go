@@ -24,10 +24,13 @@ type suite struct {
 	cluster  *Cluster
 	operator *Process
 	shared   *proxy
-	backend  *Backend
-	bundle   string // trust bundle file
-	starts   map[string]int
-	failed   []window // the scenarios that failed
+	// gatewayPort is the shared pool's internal port of the Gateway's listener (GatewayPort),
+	// known once the Gateway is Programmed.
+	gatewayPort int
+	backend     *Backend
+	bundle      string // trust bundle file
+	starts      map[string]int
+	failed      []window // the scenarios that failed
 }
 
 // window is when a scenario ran.
