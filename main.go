@@ -219,6 +219,7 @@ func proxyDefaults(o *options, s settings.Settings) provision.Defaults {
 		Resources:                s.ProxyResources,
 		ServiceType:              s.ProxyServiceType,
 		DiscoveryEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.StreamPort)),
+		BootstrapEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.BootstrapPort)),
 		ControllerNamespace:      o.namespace,
 		ControllerServiceAccount: o.controllerSA,
 	}

@@ -31,6 +31,7 @@ var testDefaults = provision.Defaults{
 	Image:                    "coxswain.dev/coxswain-proxy:test",
 	Replicas:                 1,
 	DiscoveryEndpoint:        "coxswain-discovery.coxswain-system.svc:50051",
+	BootstrapEndpoint:        "coxswain-discovery.coxswain-system.svc:50052",
 	ControllerNamespace:      "coxswain-system",
 	ControllerServiceAccount: "coxswain-controller",
 }

@@ -158,6 +158,7 @@ func (m Model) container() corev1.Container {
 		Image: m.image(),
 		Args: []string{
 			"--discovery-endpoint=" + m.Defaults.DiscoveryEndpoint,
+			"--bootstrap-endpoint=" + m.Defaults.BootstrapEndpoint,
 			"--controller-namespace=" + m.Defaults.ControllerNamespace,
 			"--controller-service-account=" + m.Defaults.ControllerServiceAccount,
 			"--gateway-namespace=" + m.Gateway.Namespace,

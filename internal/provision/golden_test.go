@@ -31,6 +31,7 @@ var defaults = provision.Defaults{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 	},
 	DiscoveryEndpoint:        "coxswain-discovery.coxswain-system.svc:50051",
+	BootstrapEndpoint:        "coxswain-discovery.coxswain-system.svc:50052",
 	ControllerNamespace:      "coxswain-system",
 	ControllerServiceAccount: "coxswain-controller",
 }

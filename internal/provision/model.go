@@ -27,6 +27,8 @@ type Defaults struct {
 	ServiceType corev1.ServiceType
 	// DiscoveryEndpoint is host:port of the controller's mTLS stream listener.
 	DiscoveryEndpoint string
+	// BootstrapEndpoint is host:port of the controller's bootstrap listener.
+	BootstrapEndpoint string
 	// ControllerNamespace and ControllerServiceAccount name the controller's identity, which the
 	// proxy requires of the stream server.
 	ControllerNamespace      string
