@@ -44,6 +44,9 @@ type GatewayAPIReconciler struct {
 	Elected <-chan struct{}
 
 	afterRebuild func(rebuild.Input, rebuild.Result, error) // tests observe rebuilds here
+	// refs keeps the Services and Secrets the latest cluster state references: a change of any
+	// other Service, EndpointSlice or Secret triggers no rebuild.
+	refs rebuild.ReferenceFilter
 }
 
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch
@@ -56,10 +59,13 @@ type GatewayAPIReconciler struct {
 
 // Reconcile rebuilds snapshots, scope authority and status from the cache.
 func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	r.refs.BeginLoad()
 	in, err := rebuild.Load(ctx, r.Client)
 	if err != nil {
+		r.refs.Loaded(nil)
 		return ctrl.Result{}, fmt.Errorf("read cluster state: %w", err)
 	}
+	r.refs.Loaded(in.State)
 	res, err := r.Pipeline.Rebuild(ctx, in)
 	if r.afterRebuild != nil {
 		r.afterRebuild(in, res, err)
@@ -101,6 +107,11 @@ func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return o.GetLabels()[rebuild.ProxyLabel] == rebuild.ProxyLabelValue
 	})
 	bundle := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == rebuild.GatewayClassCRDName })
+	referenced := builder.WithPredicates(predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return r.refs.Matters(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return r.refs.Matters(e.ObjectOld) || r.refs.Matters(e.ObjectNew) },
+		DeleteFunc: func(e event.DeleteEvent) bool { return r.refs.Matters(e.Object) },
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gatewayapi").
 		WatchesRawSource(source.Func(r.startDebouncer)).
@@ -108,10 +119,10 @@ func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gwapiv1.Gateway{}, trigger, spec).
 		Watches(&gwapiv1.HTTPRoute{}, trigger, spec).
 		Watches(&gwapiv1.ReferenceGrant{}, trigger, spec).
-		Watches(&corev1.Service{}, trigger).
+		Watches(&corev1.Service{}, trigger, referenced).
 		Watches(&appsv1.Deployment{}, trigger, builder.WithPredicates(proxyDeployment)).
-		Watches(&discoveryv1.EndpointSlice{}, trigger).
-		Watches(&corev1.Secret{}, trigger, builder.WithPredicates(tlsOnly)).
+		Watches(&discoveryv1.EndpointSlice{}, trigger, referenced).
+		Watches(&corev1.Secret{}, trigger, builder.WithPredicates(tlsOnly), referenced).
 		Watches(&corev1.Namespace{}, trigger, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WatchesMetadata(metadataOf(rebuild.GatewayParametersGVK), trigger, spec).
 		WatchesMetadata(metadataOf(rebuild.CRDGVK), trigger, builder.WithPredicates(bundle, predicate.AnnotationChangedPredicate{})).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -372,5 +373,53 @@ func setRouteParents(t *testing.T, c client.Client, ns, name string, edit func([
 		}
 		r.Status.Parents = edit(r.Status.Parents)
 		return c.Status().Update(context.Background(), &r)
+	})
+}
+
+// Tests that a Service and EndpointSlice no route references change without a rebuild, and
+// that they cost one as soon as a route references them.
+func TestUnreferencedServiceChurnCostsNoRebuild(t *testing.T) {
+	ns := newNamespace(t)
+	h := startGatewayAPI(t, true, ns)
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	h.newBackend(ns, "echo", "10.1.2.3")
+	h.newBackend(ns, "idle", "10.1.2.9")
+	h.create(newGateway(ns, "web", class))
+	h.create(newHTTPRoute(ns, "echo", []gwapiv1.ParentReference{parentRef(ns, "web")}, ns, "echo"))
+	h.rebuiltWith("the route", func(in rebuild.Input) bool {
+		return in.State.HTTPRoutes[types.NamespacedName{Namespace: ns, Name: "echo"}] != nil
+	})
+	before := h.quiet()
+
+	for i := range 5 {
+		touch(t, h.c, &corev1.Service{}, ns, "idle", "churn", strconv.Itoa(i))
+		touch(t, h.c, &discoveryv1.EndpointSlice{}, ns, "idle-1", "churn", strconv.Itoa(i))
+	}
+	// A change that matters, after the churn: its rebuild sees the churn in the cache, and no
+	// rebuild before it may have been started by the churn.
+	touch(t, h.c, &corev1.Service{}, ns, "echo", "barrier", "1")
+	h.rebuiltWith("the barrier", serviceLabelled(ns, "echo", "barrier", "1"))
+	h.mu.Lock()
+	after := slices.Clone(h.records[before:])
+	h.mu.Unlock()
+	for i, rec := range after {
+		if !serviceLabelled(ns, "echo", "barrier", "1")(rec.in) {
+			t.Errorf("rebuild %d after the route settled did not see the barrier: started by churn of an unreferenced Service", before+i)
+		}
+	}
+	if !serviceLabelled(ns, "idle", "churn", "4")(after[0].in) {
+		t.Fatal("the barrier's rebuild did not see the churn: the test proved nothing")
+	}
+
+	// Once a route references it, the same churn rebuilds.
+	h.create(newHTTPRoute(ns, "idle", []gwapiv1.ParentReference{parentRef(ns, "web")}, ns, "idle"))
+	h.rebuiltWith("the second route", func(in rebuild.Input) bool {
+		return in.State.HTTPRoutes[types.NamespacedName{Namespace: ns, Name: "idle"}] != nil
+	})
+	h.quiet()
+	touch(t, h.c, &discoveryv1.EndpointSlice{}, ns, "idle-1", "churn", "referenced")
+	h.rebuiltWith("the referenced EndpointSlice's change", func(in rebuild.Input) bool {
+		s := in.State.EndpointSlices[types.NamespacedName{Namespace: ns, Name: "idle-1"}]
+		return s != nil && s.Labels["churn"] == "referenced"
 	})
 }

@@ -272,3 +272,23 @@ func (h *gatewayAPI) routeCondition(ns, name, gateway, condType string, status m
 		return wantCondition(p.Conditions, condType, status, reason)
 	}
 }
+
+// quiet waits until no rebuild has happened for a while (ten debounce intervals) and returns
+// how many there were.
+func (h *gatewayAPI) quiet() int {
+	h.t.Helper()
+	const settle = 200 * time.Millisecond
+	n := -1
+	for range 100 {
+		h.mu.Lock()
+		cur := len(h.records)
+		h.mu.Unlock()
+		if cur == n {
+			return n
+		}
+		n = cur
+		time.Sleep(settle)
+	}
+	h.t.Fatal("rebuilds never stopped")
+	return 0
+}

@@ -1,0 +1,136 @@
+package rebuild
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/state"
+)
+
+// References are the Services and Secrets whose changes can change what a rebuild produces. Any
+// other Service, EndpointSlice or Secret may change without a rebuild: in a real cluster most of
+// them belong to workloads no route reaches, and their churn (endpoints above all) would
+// otherwise rebuild everything.
+//
+// The set is a superset, computed from the cluster state without resolving anything, so it never
+// misses a reference the graph would follow: every backendRef and mirror backendRef of every
+// HTTPRoute, whichever Gateway it names and whether or not that Service exists yet (its
+// creation must resolve the route); every certificateRef of every Gateway listener; and the
+// proxies' own Services (labelled ProxyLabel=ProxyLabelValue, or annotated as a shared pool
+// Gateway's), which give Gateways their addresses and record the shared pool's internal ports.
+type References struct {
+	services map[types.NamespacedName]bool
+	secrets  map[types.NamespacedName]bool
+}
+
+// ReferencesOf returns the References of cs.
+func ReferencesOf(cs *state.ClusterState) References {
+	refs := References{services: map[types.NamespacedName]bool{}, secrets: map[types.NamespacedName]bool{}}
+	for key, route := range cs.HTTPRoutes {
+		for i := range route.Spec.Rules {
+			rule := &route.Spec.Rules[i]
+			refs.addFilters(key.Namespace, rule.Filters)
+			for j := range rule.BackendRefs {
+				refs.addService(key.Namespace, rule.BackendRefs[j].BackendObjectReference)
+				refs.addFilters(key.Namespace, rule.BackendRefs[j].Filters)
+			}
+		}
+	}
+	for key, gw := range cs.Gateways {
+		for _, l := range gw.Spec.Listeners {
+			if l.TLS == nil {
+				continue
+			}
+			for _, ref := range l.TLS.CertificateRefs {
+				if (ref.Group == nil || *ref.Group == "") && (ref.Kind == nil || *ref.Kind == "Secret") {
+					refs.secrets[types.NamespacedName{Namespace: namespaceOr(ref.Namespace, key.Namespace), Name: string(ref.Name)}] = true
+				}
+			}
+		}
+	}
+	for key, svc := range cs.Services {
+		if svc.Labels[ProxyLabel] == ProxyLabelValue || svc.Annotations[graph.SharedServiceGatewayAnnotation] != "" {
+			refs.services[key] = true
+		}
+	}
+	return refs
+}
+
+func (r References) addFilters(namespace string, filters []gwapiv1.HTTPRouteFilter) {
+	for _, f := range filters {
+		if f.RequestMirror != nil {
+			r.addService(namespace, f.RequestMirror.BackendRef)
+		}
+	}
+}
+
+func (r References) addService(namespace string, ref gwapiv1.BackendObjectReference) {
+	if (ref.Group == nil || *ref.Group == "") && (ref.Kind == nil || *ref.Kind == "Service") {
+		r.services[types.NamespacedName{Namespace: namespaceOr(ref.Namespace, namespace), Name: string(ref.Name)}] = true
+	}
+}
+
+func namespaceOr(ns *gwapiv1.Namespace, def string) string {
+	if ns == nil || *ns == "" {
+		return def
+	}
+	return string(*ns)
+}
+
+// Matters reports whether a change of obj can change what a rebuild produces. Kinds other than
+// Service, EndpointSlice and Secret always matter.
+func (r References) Matters(obj any) bool {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		return r.services[state.Key(o)]
+	case *discoveryv1.EndpointSlice:
+		return r.services[types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}]
+	case *corev1.Secret:
+		return r.secrets[state.Key(o)]
+	}
+	return true
+}
+
+// ReferenceFilter holds the References of the latest Load, for event handlers that run
+// meanwhile. While a Load is in progress every change matters: a change that lands in the cache
+// after Load read it, and is judged before the new References are in place, must not be lost.
+type ReferenceFilter struct {
+	mu      sync.Mutex
+	loading int
+	known   bool
+	refs    References
+}
+
+// BeginLoad marks a Load as started. Call Loaded with its state, or Loaded(nil) if it failed.
+func (f *ReferenceFilter) BeginLoad() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loading++
+}
+
+// Loaded ends a Load and, when cs is not nil, replaces the References with cs's.
+func (f *ReferenceFilter) Loaded(cs *state.ClusterState) {
+	var refs References
+	if cs != nil {
+		refs = ReferencesOf(cs)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loading--
+	if cs != nil {
+		f.refs, f.known = refs, true
+	}
+}
+
+// Matters reports whether a change of obj (the object before or after it) needs a rebuild.
+// Before the first Load everything matters.
+func (f *ReferenceFilter) Matters(obj any) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.loading > 0 || !f.known || f.refs.Matters(obj)
+}

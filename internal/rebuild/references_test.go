@@ -1,0 +1,213 @@
+package rebuild
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/snapshot"
+	"coxswain.dev/coxswain/internal/state"
+)
+
+// output is everything a rebuild produces from a state: statuses and snapshots.
+func output(t *testing.T, cs *state.ClusterState) []byte {
+	t.Helper()
+	g := graph.Build(cs, graph.Options{})
+	out, err := yaml.Marshal(struct {
+		Status    graph.Status
+		Snapshots []*snapshot.Snapshot
+	}{g.Status(), snapshot.Compile(g)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Tests that References are sound over every graph golden case: removing any Service,
+// EndpointSlice or Secret that does not matter, or adding new ones, leaves the statuses and
+// snapshots byte for byte as they were; and that every object the filter drops would indeed
+// have been dropped (the test fails if a case has nothing unreferenced to remove, so it cannot
+// pass vacuously overall).
+func TestReferencesNeverHideAChangeThatMatters(t *testing.T) {
+	inputs, err := filepath.Glob("../graph/testdata/*.in.yaml")
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no graph golden inputs: %v", err)
+	}
+	removed := 0
+	for _, in := range inputs {
+		t.Run(filepath.Base(in), func(t *testing.T) {
+			raw, err := os.ReadFile(in) //nolint:gosec // a test fixture path from Glob
+			if err != nil {
+				t.Fatal(err)
+			}
+			decode := func() *state.ClusterState {
+				cs, err := state.Decode(bytes.NewReader(raw))
+				if err != nil {
+					t.Fatal(err)
+				}
+				addBystanders(cs)
+				return cs
+			}
+			cs := decode()
+			want := output(t, cs)
+			refs := ReferencesOf(cs)
+			for key, obj := range cs.Services {
+				if !refs.Matters(obj) {
+					pruned := decode()
+					delete(pruned.Services, key)
+					removed++
+					if got := output(t, pruned); !bytes.Equal(got, want) {
+						t.Errorf("removing Service %s, which References say does not matter, changed the output", key)
+					}
+				}
+			}
+			for key, obj := range cs.EndpointSlices {
+				if !refs.Matters(obj) {
+					pruned := decode()
+					delete(pruned.EndpointSlices, key)
+					removed++
+					if got := output(t, pruned); !bytes.Equal(got, want) {
+						t.Errorf("removing EndpointSlice %s, which References say does not matter, changed the output", key)
+					}
+				}
+			}
+			for key, obj := range cs.Secrets {
+				if !refs.Matters(obj) {
+					pruned := decode()
+					delete(pruned.Secrets, key)
+					removed++
+					if got := output(t, pruned); !bytes.Equal(got, want) {
+						t.Errorf("removing Secret %s, which References say does not matter, changed the output", key)
+					}
+				}
+			}
+			without := decode()
+			delete(without.Services, bystanderKey)
+			delete(without.EndpointSlices, bystanderKey)
+			delete(without.Secrets, bystanderKey)
+			if got := output(t, without); !bytes.Equal(got, want) {
+				t.Error("the bystanders changed the output")
+			}
+		})
+	}
+	if removed < 3*len(inputs) {
+		t.Errorf("only %d unreferenced objects removed over %d cases", removed, len(inputs))
+	}
+}
+
+var bystanderKey = state.Key(&metav1.ObjectMeta{Namespace: "default", Name: "bystander"})
+
+// addBystanders adds a Service, its EndpointSlice and a TLS Secret that nothing references.
+func addBystanders(cs *state.ClusterState) {
+	meta := metav1.ObjectMeta{Namespace: "default", Name: "bystander"}
+	cs.Services[bystanderKey] = &corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: meta, AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.9.9.9"}}}}
+	slice.Labels = map[string]string{discoveryv1.LabelServiceName: "bystander"}
+	cs.EndpointSlices[bystanderKey] = slice
+	cs.Secrets[bystanderKey] = &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeTLS}
+}
+
+func TestReferencesCoverWhatRoutesAndListenersName(t *testing.T) {
+	t.Parallel()
+	cs, err := state.Decode(bytes.NewReader([]byte(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: web, namespace: infra}
+spec:
+  gatewayClassName: any
+  listeners:
+  - name: https
+    port: 443
+    protocol: HTTPS
+    tls:
+      certificateRefs:
+      - name: own-cert
+      - name: shared-cert
+        namespace: certs
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: app}
+spec:
+  rules:
+  - filters:
+    - type: RequestMirror
+      requestMirror:
+        backendRef: {name: rule-mirror, port: 80}
+    backendRefs:
+    - name: missing-yet
+      port: 80
+      filters:
+      - type: RequestMirror
+        requestMirror:
+          backendRef: {name: backend-mirror, namespace: other, port: 80}
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxySvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "coxswain-system", Name: "team-web-1234", Labels: map[string]string{ProxyLabel: ProxyLabelValue}}}
+	cs.Services[state.Key(proxySvc)] = proxySvc
+	refs := ReferencesOf(cs)
+	svc := func(ns, name string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	slice := func(ns, service string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: service + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: service}}}
+	}
+	secret := func(ns, name string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	for _, tt := range []struct {
+		obj  any
+		want bool
+	}{
+		{svc("app", "missing-yet"), true},
+		{svc("app", "rule-mirror"), true},
+		{svc("other", "backend-mirror"), true},
+		{svc("coxswain-system", "team-web-1234"), true},
+		{slice("app", "missing-yet"), true},
+		{slice("other", "backend-mirror"), true},
+		{secret("infra", "own-cert"), true},
+		{secret("certs", "shared-cert"), true},
+		{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "any"}}, true},
+		{svc("other", "missing-yet"), false},
+		{svc("app", "unrelated"), false},
+		{slice("app", "unrelated"), false},
+		{secret("app", "own-cert"), false},
+		{secret("infra", "unrelated"), false},
+	} {
+		if got := refs.Matters(tt.obj); got != tt.want {
+			t.Errorf("Matters(%T %v) = %v, want %v", tt.obj, tt.obj.(metav1.Object).GetName(), got, tt.want)
+		}
+	}
+}
+
+func TestReferenceFilterLetsEverythingThroughDuringALoad(t *testing.T) {
+	t.Parallel()
+	unrelated := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "unrelated"}}
+	var f ReferenceFilter
+	if !f.Matters(unrelated) {
+		t.Error("before the first Load, a change did not matter")
+	}
+	f.BeginLoad()
+	f.Loaded(state.New())
+	if f.Matters(unrelated) {
+		t.Error("after a Load, an unreferenced Service mattered")
+	}
+	f.BeginLoad()
+	if !f.Matters(unrelated) {
+		t.Error("during a Load, a change did not matter: one that lands after the cache read would be lost")
+	}
+	f.Loaded(nil) // a failed Load keeps the References it had
+	if f.Matters(unrelated) {
+		t.Error("after a failed Load, an unreferenced Service mattered")
+	}
+}
