@@ -161,3 +161,9 @@ mv $$tmp/* $(1); \
 rm -rf $$tmp; \
 }
 endef
+
+.PHONY: bench-propagation
+bench-propagation: k8s-assets ## Measure route propagation through the real proxy (create, delete, endpoint shift; 1 to 3,000 routes; with churn).
+	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s" COXSWAIN_BENCH_PROPAGATION=1 COXSWAIN_BENCH_PROPAGATION_OUT="$(CURDIR)/bin/propagation.md"; \
+	go test -count=1 -timeout 60m -run 'TestRoutePropagation' -v ./test/e2e/ 2>&1 | tee "$(CURDIR)/bin/propagation.log" | grep -E '^\s*(propagation_test|--- |ok|FAIL|\|)'; \
+	echo "results: bin/propagation.md, log: bin/propagation.log"
