@@ -31,8 +31,9 @@ import (
 	"coxswain.dev/coxswain/discovery/server/servertest"
 )
 
-// The CPU and memory benchmarks run the servers in a child process (this test binary, running
-// TestBenchServerProcess), so that its CPU time and heap are the servers' only. The parent
+// The benchmarks run the servers in a child process (this test binary, running
+// TestBenchServerProcess), so that its CPU time and heap are the servers' only;
+// COXSWAIN_BENCH_SERVER_CPUPROFILE names a file for its CPU profile. The parent
 // writes the CA into the directory named by benchDirEnv and sends commands, one a line, on the
 // child's file 3; the child answers each with one line on its file 4.
 const benchDirEnv = "COXSWAIN_BENCH_SERVER_DIR"
@@ -44,6 +45,16 @@ const (
 	fullSnapshotBytes     = 1 << 20
 	fullSnapshotResources = 256
 	benchGatewaysEnv      = "COXSWAIN_BENCH_GATEWAYS"
+)
+
+// The fan-out benchmark's scope: a Gateway of fanoutRoutes routes whose proxies run as one
+// ServiceAccount (the child's per-identity cap is 4096).
+var fanoutScope = cache.Gateway("prod", "fanout")
+
+const (
+	fanoutServiceAccount = "fanout-coxswain"
+	fanoutID             = "spiffe://cluster.local/ns/prod/sa/" + fanoutServiceAccount
+	fanoutRoutes         = 100
 )
 
 func gatewayID(i int) string {
@@ -172,7 +183,13 @@ func TestBenchServerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs, err := srv.NewGRPCServer(p.StreamServerTLS())
+	scopes.sas[fanoutScope.Namespace+"/"+fanoutScope.Name] = fanoutServiceAccount
+	if _, err := snapshots.Set(fanoutScope, routes(t, fanoutRoutes, -1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	clock := &ackClock{at: map[string][]time.Time{}}
+	published := map[string]time.Time{}
+	gs, err := srv.NewGRPCServer(p.StreamServerTLS(), grpc.ChainStreamInterceptor(clock.interceptor()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +221,33 @@ func TestBenchServerProcess(t *testing.T) {
 		}
 	}
 	for commands.Scan() {
-		switch commands.Text() {
+		cmd, arg, _ := strings.Cut(commands.Text(), " ")
+		switch cmd {
+		case "version":
+			reply(snapshots.Get(fanoutScope).Version())
+		case "publish":
+			// A new version of the fan-out scope whose one changed route is numbered arg.
+			rev, _ := strconv.Atoi(arg)
+			resources := routes(t, fanoutRoutes, rev%fanoutRoutes, rev)
+			at := time.Now()
+			if _, err := snapshots.Set(fanoutScope, resources); err != nil {
+				t.Fatal(err)
+			}
+			v := snapshots.Get(fanoutScope).Version()
+			published[v] = at
+			reply(v)
+		case "acks":
+			// The publish-to-ACK latencies of version v, in nanoseconds, once n streams ACKed it.
+			v, n, _ := strings.Cut(arg, " ")
+			want, _ := strconv.Atoi(n)
+			pollFor(t, "the ACKs of "+v, time.Minute, func() bool { return clock.count(v) >= want })
+			var out []string
+			for _, at := range clock.times(v) {
+				out = append(out, strconv.FormatInt(int64(at.Sub(published[v])), 10))
+			}
+			reply(strings.Join(out, " "))
+		case "usage":
+			reply(strconv.FormatInt(int64(processCPU(t)), 10))
 		case "addr":
 			reply(addr + " " + rawAddr)
 		case "cpu":
@@ -284,7 +327,11 @@ func startBenchChild(t *testing.T, gateways int) *benchChild {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBenchServerProcess$") //nolint:gosec // this test binary
+	args := []string{"-test.run=^TestBenchServerProcess$"}
+	if prof := os.Getenv("COXSWAIN_BENCH_SERVER_CPUPROFILE"); prof != "" {
+		args = append(args, "-test.cpuprofile="+prof)
+	}
+	child := exec.CommandContext(ctx, os.Args[0], args...) //nolint:gosec // this test binary
 	child.Env = append(os.Environ(), benchDirEnv+"="+dir, benchGatewaysEnv+"="+strconv.Itoa(gateways))
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	child.ExtraFiles = []*os.File{cmdR, repW}
@@ -332,6 +379,16 @@ func (c *benchChild) ask(cmd string) string {
 func (c *benchChild) cpu() time.Duration {
 	c.t.Helper()
 	n, err := strconv.ParseInt(c.ask("cpu"), 10, 64)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return time.Duration(n)
+}
+
+// usage returns the CPU time the server process used so far.
+func (c *benchChild) usage() time.Duration {
+	c.t.Helper()
+	n, err := strconv.ParseInt(c.ask("usage"), 10, 64)
 	if err != nil {
 		c.t.Fatal(err)
 	}
