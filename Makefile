@@ -78,6 +78,10 @@ verify: manifests generate ## Regenerate code, manifests and go.sum; fail on any
 bench: ## Benchmark the proxy against nginx and haproxy on loopback (installs what it needs); writes BENCHMARKS.md figures.
 	hack/bench.sh
 
+.PHONY: bench-control-plane
+bench-control-plane: ## Benchmark the control plane on loopback: snapshot fan-out, full-snapshot CPU against bare grpc-go, idle stream memory.
+	cd discovery && COXSWAIN_BENCH=1 go test -count=1 -timeout 30m -v -run '^TestBench(FanoutDelta|FullSnapshotCPU|IdleStreamMemory)$$' ./server/stream/
+
 ##@ Build
 
 .PHONY: build

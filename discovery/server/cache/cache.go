@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -31,8 +32,8 @@ func New(now func() time.Time) *Cache {
 }
 
 // Set replaces the resources of scope and reports whether its version changed. An unchanged
-// content hash keeps the current snapshot and wakes nobody. Resources must not be modified
-// after the call.
+// content hash keeps the current snapshot and wakes nobody. The snapshot a new version replaces
+// drops its encodings (see Snapshot.Encode). Resources must not be modified after the call.
 func (c *Cache) Set(scope Scope, resources []*discoveryv1.Resource) (bool, error) {
 	if err := scope.Validate(); err != nil {
 		return false, err
@@ -43,8 +44,12 @@ func (c *Cache) Set(scope Scope, resources []*discoveryv1.Resource) (bool, error
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cur := c.snapshots[scope]; cur != nil && cur.Version() == snap.Version() {
+	cur := c.snapshots[scope]
+	if cur != nil && cur.Version() == snap.Version() {
 		return false, nil
+	}
+	if cur != nil {
+		cur.enc.drop()
 	}
 	c.snapshots[scope] = snap
 	c.notifyLocked(scope)
@@ -56,7 +61,10 @@ func (c *Cache) Set(scope Scope, resources []*discoveryv1.Resource) (bool, error
 func (c *Cache) Delete(scope Scope) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.snapshots[scope]
+	cur, ok := c.snapshots[scope]
+	if ok {
+		cur.enc.drop()
+	}
 	delete(c.snapshots, scope)
 	return ok
 }
@@ -66,6 +74,13 @@ func (c *Cache) Get(scope Scope) *Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.snapshots[scope]
+}
+
+// Snapshots returns the current snapshot of every scope.
+func (c *Cache) Snapshots() map[Scope]*Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.snapshots)
 }
 
 // Watch registers interest in scope. Its Changed channel fires once for any number of version

@@ -29,6 +29,9 @@ type Snapshot struct {
 	createdAt time.Time
 	resources []*discoveryv1.Resource
 	digests   map[string]digest
+	// size is the size of the full snapshot's encoding.
+	size int
+	enc  encodings
 }
 
 // NewSnapshot sorts and hashes resources. The version is the hex SHA-256 over every (key,
@@ -52,6 +55,7 @@ func NewSnapshot(resources []*discoveryv1.Resource, now time.Time) (*Snapshot, e
 		writeField(h, d[:])
 	}
 	s.version = hex.EncodeToString(h.Sum(nil))
+	s.size = proto.Size(&discoveryv1.Snapshot{Version: s.version, Full: true, Resources: sorted})
 	return s, nil
 }
 

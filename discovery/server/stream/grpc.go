@@ -29,6 +29,8 @@ func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption)
 	}
 	base := []grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(cfg)),
+		// Passes the snapshot frames through, encoded once for every stream (see frame).
+		grpc.ForceServerCodecV2(newCodec()),
 		// Stop and GracefulStop return only after every handler has: nothing outlives a stop.
 		grpc.WaitForHandlers(true),
 		grpc.ChainUnaryInterceptor(s.UnaryInterceptor()),

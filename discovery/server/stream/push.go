@@ -122,8 +122,10 @@ func (p *session) ack(version, nonce string) error {
 		return err
 	}
 	p.acked, p.needFull, p.rejected = f.snap, false, ""
+	now := p.srv.now()
 	p.srv.metrics.acks.Inc()
-	p.srv.metrics.ackDelay.Observe(p.srv.now().Sub(f.snap.CreatedAt()).Seconds())
+	p.srv.metrics.ackDelay.Observe(now.Sub(f.snap.CreatedAt()).Seconds())
+	p.srv.converge.ack(p, f.snap, p.watch.Snapshot(), now)
 	return nil
 }
 
@@ -159,7 +161,8 @@ func (p *session) stillAuthorized() error {
 }
 
 // push sends the latest snapshot when nothing is in flight and the proxy lacks it: in full at
-// the start and after a NACK, else as a delta against what the proxy acknowledged.
+// the start and after a NACK, else as a delta against what the proxy acknowledged. The body is
+// the snapshot's shared encoding (cache.Snapshot.Encode); only the nonce is this stream's.
 func (p *session) push() (bool, error) {
 	snap := p.watch.Snapshot()
 	if p.inflight != nil || snap == nil || snap.Version() == p.rejected {
@@ -171,20 +174,27 @@ func (p *session) push() (bool, error) {
 	if err := p.stillAuthorized(); err != nil {
 		return false, err
 	}
-	p.nonces++
-	msg := &discoveryv1.Snapshot{Version: snap.Version(), Nonce: strconv.FormatUint(p.nonces, 10), Full: p.needFull}
-	kind := "delta"
-	if p.needFull {
-		kind, msg.Resources = "full", snap.Resources()
-	} else {
-		msg.Resources, msg.RemovedKeys = cache.Diff(p.acked, snap)
+	var base *cache.Snapshot
+	kind := "full"
+	if !p.needFull {
+		base, kind = p.acked, "delta"
 	}
-	if err := p.stream.Send(&discoveryv1.ServerMessage{Kind: &discoveryv1.ServerMessage_Snapshot{Snapshot: msg}}); err != nil {
+	body, fresh, err := snap.Encode(base)
+	if err != nil {
 		return false, err
 	}
-	p.inflight = &inflight{snap: snap, nonce: msg.GetNonce(), full: msg.GetFull()}
+	if fresh {
+		p.srv.metrics.encoded.WithLabelValues(kind).Inc()
+	}
+	p.nonces++
+	nonce := strconv.FormatUint(p.nonces, 10)
+	f := newFrame(body, nonce)
+	if err := p.stream.SendMsg(f); err != nil {
+		return false, err
+	}
+	p.inflight = &inflight{snap: snap, nonce: nonce, full: p.needFull}
 	p.srv.metrics.sent.WithLabelValues(kind).Inc()
 	p.srv.log.V(1).Info("Sent snapshot", "nodeID", p.nodeID, "scope", p.scope.String(), "version", snap.Version(),
-		"kind", kind, "resources", len(msg.GetResources()), "removed", len(msg.GetRemovedKeys()))
+		"kind", kind, "bytes", f.Len())
 	return true, nil
 }

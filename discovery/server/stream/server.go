@@ -90,8 +90,10 @@ type Server struct {
 	log     logr.Logger
 	now     func() time.Time
 	metrics *metrics
-	health  *health.Server
-	quiet   *quiet.Limiter
+	// converge times versions to the acknowledgement of their scope's last live stream.
+	converge *convergence
+	health   *health.Server
+	quiet    *quiet.Limiter
 
 	mu          sync.Mutex
 	sessions    map[sessionKey]*session
@@ -122,13 +124,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	m, err := newMetrics(cfg.Registerer)
+	m, err := newMetrics(cfg.Registerer, cfg.Cache)
 	if err != nil {
 		return nil, err
 	}
+	converge := newConvergence(func(d time.Duration) { m.convergence.Observe(d.Seconds()) })
 	return &Server{
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
-		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, health: newHealth(),
+		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, converge: converge, health: newHealth(),
 		quiet: quiet.New(quiet.DefaultBurst, quiet.DefaultInterval),
 		peers: peerVerifier{
 			td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now,

@@ -93,6 +93,7 @@ func (s *Server) register(sess *session) error {
 	s.sessions[key] = sess
 	s.perIdentity[id]++
 	s.scopeCounts[sess.scope]++
+	s.converge.join(sess)
 	s.metrics.connected.WithLabelValues(sess.scope.String()).Inc()
 	return nil
 }
@@ -111,6 +112,7 @@ func (s *Server) close(sess *session) {
 	} else {
 		delete(s.perIdentity, id)
 	}
+	s.converge.leave(sess)
 	s.scopeCounts[sess.scope]--
 	if s.scopeCounts[sess.scope] > 0 {
 		s.metrics.connected.WithLabelValues(sess.scope.String()).Dec()
