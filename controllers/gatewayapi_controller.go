@@ -133,10 +133,12 @@ func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 // startDebouncer turns each burst of changes into one request, and asks for a rebuild when this
-// replica is elected.
+// replica is elected. It also starts the pipeline's background status writes, so a rebuild
+// never waits for them.
 func (r *GatewayAPIReconciler) startDebouncer(ctx context.Context, q queue) error {
 	rebuildAll := reconcile.Request{}
 	rebuildAll.Name = "gateway-api"
+	go r.Pipeline.RunStatus(ctx)
 	go r.Debouncer.Run(ctx, func() { q.Add(rebuildAll) })
 	if r.Elected != nil {
 		go func() {

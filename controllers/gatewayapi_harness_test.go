@@ -60,6 +60,8 @@ type gatewayAPI struct {
 	leader      atomic.Bool
 	revocations atomic.Int32
 
+	pipeline *rebuild.Pipeline
+
 	mu      sync.Mutex
 	records []rebuildRecord
 }
@@ -92,6 +94,7 @@ func startGatewayAPI(t *testing.T, leader bool, namespace string) *gatewayAPI {
 		Debouncer:    h.debouncer,
 		afterRebuild: h.record,
 	}
+	h.pipeline = r.Pipeline
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatalf("set up reconciler: %v", err)
 	}
@@ -291,4 +294,19 @@ func (h *gatewayAPI) quiet() int {
 	}
 	h.t.Fatal("rebuilds never stopped")
 	return 0
+}
+
+// statusSettled waits until the background status writes have caught up with the latest
+// rebuild and returns how many objects they have patched so far.
+func (h *gatewayAPI) statusSettled() int {
+	h.t.Helper()
+	var written int
+	eventually(h.t, "status writes settle", func() error {
+		var ok bool
+		if ok, written = h.pipeline.StatusSettled(); !ok {
+			return errors.New("status writes pending")
+		}
+		return nil
+	})
+	return written
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/internal/encode"
@@ -36,6 +37,32 @@ type Pipeline struct {
 	scopes      map[cache.Scope]bool
 	lastTrust   []trustbundle.Target
 	trustSynced bool
+	// status writes status in the background once RunStatus runs; until then Rebuild writes it
+	// itself.
+	status atomic.Pointer[statusLoop]
+}
+
+// RunStatus writes status in the background until ctx ends: from then on a rebuild on the
+// leader hands its graph over and returns as soon as its snapshots are published. Start it
+// before the first rebuild, at most once.
+func (p *Pipeline) RunStatus(ctx context.Context) {
+	if p.Status == nil {
+		return
+	}
+	l := newStatusLoop(p.Status)
+	p.status.Store(l)
+	defer p.status.Store(nil)
+	l.run(ctx)
+}
+
+// StatusSettled reports whether the background status writes have caught up with the latest
+// rebuild, and how many objects they have patched so far. Without RunStatus it is always
+// settled.
+func (p *Pipeline) StatusSettled() (bool, int) {
+	if l := p.status.Load(); l != nil {
+		return l.idle()
+	}
+	return true, 0
 }
 
 // Result says what a rebuild changed.
@@ -45,7 +72,8 @@ type Result struct {
 	Scopes, Changed, Removed []cache.Scope
 	// AuthorityChanged is true when some Gateway's expected ServiceAccount changed.
 	AuthorityChanged bool
-	// StatusWritten counts the objects whose status was patched.
+	// StatusWritten counts the objects whose status was patched, when the rebuild wrote status
+	// itself (not with RunStatus, where the writes happen later).
 	StatusWritten int
 }
 
@@ -80,6 +108,10 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 		}
 	}
 	if p.Status == nil {
+		return res, nil
+	}
+	if l := p.status.Load(); l != nil {
+		l.offer(in.State, g)
 		return res, nil
 	}
 	res.StatusWritten, err = p.Status.Write(ctx, in.State, g)
