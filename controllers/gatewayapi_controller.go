@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -66,7 +67,9 @@ func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 		return ctrl.Result{}, fmt.Errorf("read cluster state: %w", err)
 	}
 	r.refs.Loaded(in.State)
+	start := time.Now()
 	res, err := r.Pipeline.Rebuild(ctx, in)
+	r.Debouncer.Cost(time.Since(start))
 	if r.afterRebuild != nil {
 		r.afterRebuild(in, res, err)
 	}
