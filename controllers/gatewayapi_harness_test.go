@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -58,6 +59,8 @@ type gatewayAPI struct {
 	debouncer   *rebuild.Debouncer
 	leader      atomic.Bool
 	revocations atomic.Int32
+	// metrics holds the pipeline's metrics.
+	metrics *prometheus.Registry
 
 	mu      sync.Mutex
 	records []rebuildRecord
@@ -67,7 +70,11 @@ type gatewayAPI struct {
 // the Service whose addresses shared pool Gateways report.
 func startGatewayAPI(t *testing.T, leader bool, sharedProxy types.NamespacedName) *gatewayAPI {
 	t.Helper()
-	h := &gatewayAPI{t: t, c: newGatewayClient(t), cache: cache.New(nil), auth: scopeauth.New()}
+	h := &gatewayAPI{t: t, c: newGatewayClient(t), cache: cache.New(nil), auth: scopeauth.New(), metrics: prometheus.NewRegistry()}
+	metrics, err := rebuild.NewMetrics(h.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.leader.Store(leader)
 	h.auth.OnChange(func() { h.revocations.Add(1) })
 	h.debouncer = rebuild.NewDebouncer(20*time.Millisecond, nil)
@@ -83,7 +90,7 @@ func startGatewayAPI(t *testing.T, leader bool, sharedProxy types.NamespacedName
 	r := &GatewayAPIReconciler{
 		Client: mgr.GetClient(),
 		Pipeline: &rebuild.Pipeline{
-			Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load,
+			Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load, Metrics: metrics,
 			Status: &status.Writer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), SharedProxyService: sharedProxy},
 		},
 		Debouncer:    h.debouncer,

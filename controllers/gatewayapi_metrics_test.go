@@ -1,0 +1,81 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/wellknown"
+)
+
+// histogram returns the series of the histogram name whose only label has value, or nil.
+func (h *gatewayAPI) histogram(name, value string) *dto.Histogram {
+	h.t.Helper()
+	families, err := h.metrics.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == value {
+				return m.GetHistogram()
+			}
+		}
+	}
+	return nil
+}
+
+// Tests that the pipeline's metrics move on a real cluster: a rebuild triggered by HTTPRoute
+// edits alone is counted under trigger HTTPRoute, and the new shared pool snapshot it publishes
+// is measured.
+func TestRebuildMetricsFollowTheirTrigger(t *testing.T) {
+	ns := newNamespace(t)
+	h := startGatewayAPI(t, false, types.NamespacedName{Namespace: ns, Name: wellknown.SharedProxyServiceAccount})
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	h.newBackend(ns, "echo", "10.1.2.3")
+	h.create(newGateway(ns, "web", class))
+	eventually(t, "the shared pool serves the Gateway", func() error {
+		if keys, _ := h.keys(cache.SharedPool()); !slices.Contains(keys, "listener/"+ns+"/web/80") {
+			return fmt.Errorf("keys %v", keys)
+		}
+		return nil
+	})
+	sizes := h.histogram("coxswain_rebuild_snapshot_bytes", "shared-pool")
+	if sizes.GetSampleCount() == 0 || sizes.GetSampleSum() <= 0 {
+		t.Fatalf("the shared pool snapshot was published unmeasured: %v", sizes)
+	}
+	before := sizes.GetSampleCount()
+
+	h.create(newHTTPRoute(ns, "echo", []gwapiv1.ParentReference{parentRef(ns, "web")}, ns, "echo"))
+	// The route's creation may coalesce with an event of the Gateway's that arrived after its
+	// rebuild read the cache; each further edit of the route alone is a rebuild of its own.
+	edits := 0
+	eventually(t, "a rebuild counted under trigger HTTPRoute", func() error {
+		if d := h.histogram("coxswain_rebuild_duration_seconds", "HTTPRoute"); d.GetSampleCount() > 0 && d.GetSampleSum() > 0 {
+			return nil
+		}
+		edits++
+		var route gwapiv1.HTTPRoute
+		h.get(&route, ns, "echo")
+		route.Spec.Hostnames = []gwapiv1.Hostname{gwapiv1.Hostname(fmt.Sprintf("edit-%d.example.com", edits))}
+		if err := h.c.Update(context.Background(), &route); err != nil {
+			return err
+		}
+		return fmt.Errorf("none after %d edits of the route", edits)
+	})
+	eventually(t, "the shared pool snapshot with the route measured", func() error {
+		if n := h.histogram("coxswain_rebuild_snapshot_bytes", "shared-pool").GetSampleCount(); n <= before {
+			return fmt.Errorf("%d shared pool snapshots measured, %d before the route", n, before)
+		}
+		return nil
+	})
+}
