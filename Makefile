@@ -78,6 +78,17 @@ verify: manifests generate ## Regenerate code, manifests and go.sum; fail on any
 bench: ## Benchmark the proxy against nginx and haproxy on loopback (installs what it needs); writes BENCHMARKS.md figures.
 	hack/bench.sh
 
+# Where bench-control-plane writes its figures and profiles.
+CONTROL_PLANE_BENCH ?= $(LOCALBIN)/bench/control-plane
+
+.PHONY: bench-control-plane
+bench-control-plane: k8s-assets ## Benchmark the controller: rebuild per route edit and full compile, CSR signing per core, and a 1,000-proxy bootstrap storm on a real kube-apiserver.
+	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkRouteEdit|BenchmarkFullRebuild' -benchmem -count 1 ./internal/rebuild/ | tee $(CONTROL_PLANE_BENCH)/rebuild.txt
+	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkBuildCompile/routes=1000$$' -benchmem -count 1 ./internal/graph/ | tee $(CONTROL_PLANE_BENCH)/graph.txt
+	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkRouteEdit/routes=5000/rebuild$$' -benchtime 30x -cpuprofile $(CONTROL_PLANE_BENCH)/route-edit.pprof -o $(CONTROL_PLANE_BENCH)/rebuild.test ./internal/rebuild/ && go tool pprof -top -cum -nodecount 50 $(CONTROL_PLANE_BENCH)/rebuild.test $(CONTROL_PLANE_BENCH)/route-edit.pprof | tee $(CONTROL_PLANE_BENCH)/route-edit-top.txt
+	mkdir -p $(CONTROL_PLANE_BENCH) && cd discovery && go test -run '^$$' -bench 'BenchmarkSignCSR' -benchmem -benchtime 3s -cpu 1,2 ./pki/ | tee $(CONTROL_PLANE_BENCH)/sign.txt
+	mkdir -p $(CONTROL_PLANE_BENCH) && KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(LOCALBIN)/k8s}" COXSWAIN_MEASURE=1 go test -count 1 -run 'TestMeasureBootstrapStorm' -v ./internal/discoveryserver/ | tee $(CONTROL_PLANE_BENCH)/bootstrap-storm.txt
+
 ##@ Build
 
 .PHONY: build
