@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
@@ -132,6 +134,7 @@ func TestMeasureBootstrapStorm(t *testing.T) {
 		"%d attempts, %d refused with RESOURCE_EXHAUSTED and retried; time to SVID p50 %v, p99 %v, max %v",
 		proxies, elapsed.Round(time.Millisecond), float64(proxies)/elapsed.Seconds(), runtime.GOMAXPROCS(0),
 		attempts, exhausted, percentile(latencies, 0.50), percentile(latencies, 0.99), latencies[len(latencies)-1])
+	t.Logf("the listener counted (coxswain_discovery_bootstrap_total): %s", bootstrapCounts(t))
 	for code, which := range failed {
 		t.Errorf("%d proxies ended without an SVID on %s, for example proxy %d after %d attempts: %v",
 			len(which), code, which[0], fleet[which[0]].attempts, fleet[which[0]].err)
@@ -266,6 +269,31 @@ func startStormController(t *testing.T, config *rest.Config, namespace string) *
 	c.stop = func() { cancel(); wg.Wait() }
 	t.Cleanup(c.stop)
 	return c
+}
+
+// bootstrapCounts returns the bootstrap listener's counts by result and reason, from the
+// registry Setup registers with.
+func bootstrapCounts(t *testing.T) string {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range families {
+		if f.GetName() != "coxswain_discovery_bootstrap_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			out = append(out, fmt.Sprintf("%s/%s %.0f", labels["result"], labels["reason"], m.GetCounter().GetValue()))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
 
 // percentile returns the q-quantile of sorted durations.
