@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr/funcr"
+	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/rebuild"
 )
 
 // histogram returns the series of the histogram name whose only label has value, or nil.
@@ -78,4 +82,49 @@ func TestRebuildMetricsFollowTheirTrigger(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Tests that a rebuild's log line names its trigger, and at V(1) the new version of every
+// changed scope, and that an unchanged rebuild is logged only at V(1).
+func TestRebuildLogLine(t *testing.T) {
+	t.Parallel()
+	changed := rebuild.Result{
+		Scopes:   []cache.Scope{cache.Gateway("prod", "web"), cache.SharedPool()},
+		Changed:  []cache.Scope{cache.SharedPool()},
+		Versions: map[cache.Scope]string{cache.SharedPool(): "abc123"},
+	}
+	tests := []struct {
+		name      string
+		verbosity int
+		res       rebuild.Result
+		want      []string
+	}{
+		{
+			name: "a change is logged at V(0) with its trigger", verbosity: 0, res: changed,
+			want: []string{`"level"=0 "msg"="Rebuilt snapshots" "trigger"={"HTTPRoute"=2 "Service"=1} "duration"="3ms" "scopes"=2 "changed"=1 ` +
+				`"removed"=0 "authorityChanged"=false "statusWritten"=0`},
+		},
+		{
+			name: "at V(1) the line names the new versions", verbosity: 1, res: changed,
+			want: []string{`"level"=0 "msg"="Rebuilt snapshots" "trigger"={"HTTPRoute"=2 "Service"=1} "duration"="3ms" "scopes"=2 "changed"=1 ` +
+				`"removed"=0 "authorityChanged"=false "statusWritten"=0 "changedVersions"=["shared-pool@abc123"] "removedScopes"=[]`},
+		},
+		{name: "an unchanged world is not logged at V(0)", verbosity: 0, res: rebuild.Result{Scopes: changed.Scopes}},
+		{
+			name: "an unchanged world is logged at V(1)", verbosity: 1, res: rebuild.Result{Scopes: changed.Scopes},
+			want: []string{`"level"=1 "msg"="Rebuilt snapshots" "trigger"={"HTTPRoute"=2 "Service"=1} "duration"="3ms" "scopes"=2 "changed"=0 ` +
+				`"removed"=0 "authorityChanged"=false "statusWritten"=0 "changedVersions"=[] "removedScopes"=[]`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var lines []string
+			logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: tt.verbosity})
+			logRebuild(logger, rebuild.Trigger{"HTTPRoute": 2, "Service": 1}, 3*time.Millisecond, tt.res)
+			if diff := cmp.Diff(tt.want, lines); diff != "" {
+				t.Errorf("log lines (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
