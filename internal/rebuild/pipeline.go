@@ -33,6 +33,9 @@ type Pipeline struct {
 	// TrustCopies, when set, is told on the leader which namespaces run a dedicated proxy and so
 	// need a copy of the trust bundle.
 	TrustCopies TrustCopier
+	// Metrics, when set, records the size of every snapshot published; the caller, who knows
+	// what triggered a rebuild, records its duration there.
+	Metrics *Metrics
 
 	scopes      map[cache.Scope]bool
 	lastTrust   []trustbundle.Target
@@ -70,6 +73,8 @@ type Result struct {
 	// Scopes are every scope served, sorted; Changed and Removed those whose snapshot was
 	// replaced or deleted.
 	Scopes, Changed, Removed []cache.Scope
+	// Versions holds the new version of every Changed scope.
+	Versions map[cache.Scope]string
 	// AuthorityChanged is true when some Gateway's expected ServiceAccount changed.
 	AuthorityChanged bool
 	// StatusWritten counts the objects whose status was patched, when the rebuild wrote status
@@ -137,6 +142,11 @@ func (p *Pipeline) publish(encoded []*encode.Encoded) (Result, error) {
 		res.Scopes = append(res.Scopes, e.Scope)
 		if changed {
 			res.Changed = append(res.Changed, e.Scope)
+			if res.Versions == nil {
+				res.Versions = map[cache.Scope]string{}
+			}
+			res.Versions[e.Scope] = e.Version
+			p.Metrics.observeSnapshot(e.Scope, e.Resources)
 		}
 	}
 	for scope := range p.scopes {
