@@ -53,12 +53,13 @@ func ReferencesOf(cs *state.ClusterState) References {
 			}
 		}
 	}
-	for key, svc := range cs.Services {
-		if svc.Labels[ProxyLabel] == ProxyLabelValue || svc.Annotations[graph.SharedServiceGatewayAnnotation] != "" {
-			refs.services[key] = true
-		}
-	}
 	return refs
+}
+
+// isProxyService reports whether svc is a proxy's own Service, which matters by what it is,
+// whether or not the state knew it: its creation gives a Gateway its address.
+func isProxyService(svc *corev1.Service) bool {
+	return svc.Labels[ProxyLabel] == ProxyLabelValue || svc.Annotations[graph.SharedServiceGatewayAnnotation] != ""
 }
 
 func (r References) addFilters(namespace string, filters []gwapiv1.HTTPRouteFilter) {
@@ -87,7 +88,7 @@ func namespaceOr(ns *gwapiv1.Namespace, def string) string {
 func (r References) Matters(obj any) bool {
 	switch o := obj.(type) {
 	case *corev1.Service:
-		return r.services[state.Key(o)]
+		return r.services[state.Key(o)] || isProxyService(o)
 	case *discoveryv1.EndpointSlice:
 		return r.services[types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}]
 	case *corev1.Secret:

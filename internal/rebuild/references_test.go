@@ -153,9 +153,10 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxySvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "coxswain-system", Name: "team-web-1234", Labels: map[string]string{ProxyLabel: ProxyLabelValue}}}
-	cs.Services[state.Key(proxySvc)] = proxySvc
 	refs := ReferencesOf(cs)
+	// Proxy Services matter by what they are, including one the state does not hold yet.
+	proxySvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "coxswain-system", Name: "team-web-1234", Labels: map[string]string{ProxyLabel: ProxyLabelValue}}}
+	sharedSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "coxswain-system", Name: "apps-web-5678", Annotations: map[string]string{"gateway.coxswain.dev/gateway": "apps/web"}}}
 	svc := func(ns, name string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	}
@@ -172,7 +173,8 @@ spec:
 		{svc("app", "missing-yet"), true},
 		{svc("app", "rule-mirror"), true},
 		{svc("other", "backend-mirror"), true},
-		{svc("coxswain-system", "team-web-1234"), true},
+		{proxySvc, true},
+		{sharedSvc, true},
 		{slice("app", "missing-yet"), true},
 		{slice("other", "backend-mirror"), true},
 		{secret("infra", "own-cert"), true},
