@@ -1,0 +1,363 @@
+package router
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+)
+
+// orderGap spaces the orders of a virtual host's routes as they are first compiled: twenty
+// routes can then be inserted one after another at the same place before the virtual host has
+// to be renumbered.
+const orderGap = 1 << 20
+
+// refreshListener returns an unchanged listener for this table: itself, unless a certificate
+// or a cluster its virtual hosts depend on changed.
+func (c *compiler) refreshListener(old *compiledListener) (*compiledListener, error) {
+	if slices.ContainsFunc(old.vhosts, func(vh *VirtualHost) bool { return vh.src == nil && c.clusterMoved(vh.refs) }) {
+		// Routes to recompile whose encoding split could not locate: decode the listener, which
+		// decoded before.
+		in, err := old.src.UnmarshalNew()
+		if err != nil {
+			return nil, fmt.Errorf("listener %s: %w: %w", old.name, ErrInvalid, err)
+		}
+		return c.listener(in.(*discoveryv1.Listener), old.src)
+	}
+	var vhosts []*VirtualHost
+	var errs []error
+	for i, vh := range old.vhosts {
+		out, err := c.refresh(vh)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if out != vh && vhosts == nil {
+			vhosts = slices.Clone(old.vhosts)
+		}
+		if vhosts != nil {
+			vhosts[i] = out
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("listener %s: %w", old.name, err)
+	}
+	if vhosts == nil {
+		return old, nil
+	}
+	l := *old
+	l.vhosts = vhosts
+	return &l, nil
+}
+
+// refresh returns an unchanged virtual host for this table: itself when neither its
+// certificates nor the presence of the clusters its routes name changed, else a copy with its
+// certificates looked up again and the routes naming a cluster that came or went recompiled.
+func (c *compiler) refresh(vh *VirtualHost) (*VirtualHost, error) {
+	certs := slices.ContainsFunc(vh.Certificates, func(cert *Certificate) bool { return c.certsChanged[cert.Name] })
+	moved := c.clusterMoved(vh.refs)
+	if !certs && !moved {
+		return vh, nil
+	}
+	out := *vh
+	if certs {
+		names := make([]string, len(vh.Certificates))
+		for i, cert := range vh.Certificates {
+			names[i] = cert.Name
+		}
+		var err error
+		if out.Certificates, err = c.lookupCertificates(vh.Name, names); err != nil {
+			return nil, err
+		}
+	}
+	if moved {
+		if _, err := c.patchRoutes(&out, vh); err != nil {
+			return nil, fmt.Errorf("virtual host %s: %w", vh.Name, err)
+		}
+	}
+	return &out, nil
+}
+
+// patchListener compiles a changed listener from its previous compilation old, decoding and
+// compiling only the virtual hosts and routes whose encoding changed. It reports false when
+// the payload holds what split refuses or does not decode; the caller then compiles it whole,
+// which gives the same table or the error Compile gives.
+func (c *compiler) patchListener(old *compiledListener, e entry[*discoveryv1.Listener]) (*compiledListener, bool, error) {
+	b := e.src.GetValue()
+	head, vspans, ok := split(b, listenerVirtualHosts)
+	if !ok {
+		return nil, false, nil
+	}
+	var in discoveryv1.Listener
+	if proto.Unmarshal(head, &in) != nil || checkKey(e.key, ListenerKeyPrefix, in.GetName()) != nil {
+		return nil, false, nil
+	}
+	p, err := listenerProtocol(&in)
+	if err != nil {
+		return nil, true, err
+	}
+	l := &compiledListener{name: in.GetName(), src: e.src, port: in.GetPort(), proto: p, vhosts: make([]*VirtualHost, len(vspans))}
+	var errs []error
+	for i, sp := range vspans {
+		var prev *VirtualHost
+		if i < len(old.vhosts) && old.proto == p {
+			prev = old.vhosts[i]
+		}
+		vh, ok, err := c.patchVirtualHost(l, prev, sp.of(b))
+		if !ok {
+			return nil, false, nil
+		}
+		errs = append(errs, err)
+		l.vhosts[i] = vh
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, true, fmt.Errorf("listener %s: %w", l.name, err)
+	}
+	return l, true, nil
+}
+
+// patchVirtualHost compiles the virtual host encoded as b in listener l from prev, the virtual
+// host at its place before (nil for none). ok is false when b holds what split refuses or does
+// not decode.
+func (c *compiler) patchVirtualHost(l *compiledListener, prev *VirtualHost, b []byte) (vh *VirtualHost, ok bool, err error) {
+	if prev != nil && prev.src != nil && bytes.Equal(prev.src, b) {
+		moved := *prev
+		moved.src = b // let the previous payload go
+		vh, err := c.refresh(&moved)
+		return vh, true, err
+	}
+	head, spans, ok := split(b, virtualHostRoutes)
+	if !ok {
+		return nil, false, nil
+	}
+	var in discoveryv1.VirtualHost
+	if proto.Unmarshal(head, &in) != nil {
+		return nil, false, nil
+	}
+	out, err := c.vhostHeader(l.name, l.proto, &in)
+	if err != nil {
+		return nil, true, err
+	}
+	out.src, out.spans = b, spans
+	if prev == nil || prev.src == nil {
+		prev = &VirtualHost{}
+	}
+	ok, err = c.patchRoutes(out, prev)
+	if err != nil {
+		return nil, ok, fmt.Errorf("virtual host %s: %w", out.Name, err)
+	}
+	return out, ok, nil
+}
+
+// patchRoutes gives out, whose src and spans are set, the routes they encode, reusing the
+// routes of prev. The routes whose encoding starts and ends both lists are kept; those between
+// are taken from prev when prev had the same encoding and compiled otherwise, and get orders
+// between their neighbours'. A kept route naming a cluster that came or went is recompiled in
+// its place. The indexes are edited for the routes that changed, copy on write. ok is false
+// when a route does not decode.
+func (c *compiler) patchRoutes(out, prev *VirtualHost) (ok bool, err error) {
+	nPrev, nOut := len(prev.routes), len(out.spans)
+	head := 0
+	for head < min(nPrev, nOut) && bytes.Equal(prev.rawRoute(head), out.rawRoute(head)) {
+		head++
+	}
+	tail := 0
+	for tail < min(nPrev, nOut)-head && bytes.Equal(prev.rawRoute(nPrev-1-tail), out.rawRoute(nOut-1-tail)) {
+		tail++
+	}
+	routes := make([]*Route, nOut)
+	copy(routes, prev.routes[:head])
+	copy(routes[nOut-tail:], prev.routes[nPrev-tail:])
+	removed := slices.Clone(prev.routes[head : nPrev-tail])
+	var added []*Route
+	p := patch{c: c, out: out, routes: routes}
+	if !p.middle(prev, head, nOut-tail) {
+		return false, nil
+	}
+	added = append(added, routes[head:nOut-tail]...)
+	if c.clusterMoved(prev.refs) {
+		for i := range routes {
+			if (i >= head && i < nOut-tail) || !c.routeMoved(routes[i]) {
+				continue
+			}
+			removed = append(removed, routes[i])
+			if !p.compile(i, routes[i].order) {
+				return false, nil
+			}
+			added = append(added, routes[i])
+		}
+	}
+	if err := errors.Join(p.errs...); err != nil {
+		return true, err
+	}
+	out.routes = routes
+	if p.renumber || len(added)+len(removed) > len(routes)/2 {
+		out.reindex(p.renumber)
+		return true, nil
+	}
+	out.hosts = editHosts(prev.hosts, removed, added)
+	out.refs = editRefs(prev.refs, removed, added)
+	return true, nil
+}
+
+// patch is the state of one patchRoutes.
+type patch struct {
+	c        *compiler
+	out      *VirtualHost
+	routes   []*Route
+	errs     []error
+	renumber bool
+}
+
+// middle fills routes[from:to], the routes between the kept head and tail, with orders spaced
+// between their neighbours', or marks the virtual host for renumbering when there is no room.
+func (p *patch) middle(prev *VirtualHost, from, to int) bool {
+	if from == to {
+		return true
+	}
+	k := int64(to - from)
+	lo := int64(0)
+	if from > 0 {
+		lo = p.routes[from-1].order
+	}
+	step := int64(orderGap)
+	if to < len(p.routes) {
+		step = (p.routes[to].order - lo) / (k + 1)
+	}
+	if step < 1 {
+		p.renumber, step = true, 0
+	}
+	var known map[string]*Route
+	if nPrev := len(prev.routes) - (len(p.routes) - to); nPrev > from {
+		known = make(map[string]*Route, nPrev-from)
+		for i := from; i < nPrev; i++ {
+			known[string(prev.rawRoute(i))] = prev.routes[i]
+		}
+	}
+	for i := from; i < to; i++ {
+		order := lo + int64(i-from+1)*step
+		if r, ok := known[string(p.out.rawRoute(i))]; ok && !p.c.routeMoved(r) {
+			moved := *r
+			moved.order = order
+			p.routes[i] = &moved
+			continue
+		}
+		if !p.compile(i, order) {
+			return false
+		}
+	}
+	return true
+}
+
+// compile decodes and compiles route i; it reports false when the route does not decode.
+func (p *patch) compile(i int, order int64) bool {
+	var in discoveryv1.Route
+	if proto.Unmarshal(p.out.rawRoute(i), &in) != nil {
+		return false
+	}
+	r, err := p.c.route(&in)
+	if err != nil {
+		p.errs = append(p.errs, err)
+		r = &Route{}
+	}
+	r.order = order
+	p.routes[i] = r
+	return true
+}
+
+// reindex builds the virtual host's indexes from its routes, first giving every route the
+// order of a fresh compile when renumber is set; a route shared with another table is copied
+// rather than changed.
+func (vh *VirtualHost) reindex(renumber bool) {
+	vh.hosts, vh.refs = newHostIndex[*pathIndex](), map[string]int{}
+	for i, r := range vh.routes {
+		if want := int64(i+1) * orderGap; renumber && r.order != want {
+			moved := *r
+			moved.order = want
+			r = &moved
+			vh.routes[i] = r
+		}
+		vh.index(r)
+	}
+}
+
+// clusterMoved says whether a cluster counted in refs came or went.
+func (c *compiler) clusterMoved(refs map[string]int) bool {
+	if len(c.moved) == 0 {
+		return false
+	}
+	for name := range c.moved {
+		if refs[name] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// routeMoved says whether a cluster r names came or went.
+func (c *compiler) routeMoved(r *Route) bool {
+	return len(c.moved) > 0 && slices.ContainsFunc(r.refs, func(name string) bool { return c.moved[name] })
+}
+
+// editHosts returns a copy of h with removed taken out of and added put into the path indexes
+// of their hostnames, each touched path index copied first; h is not changed.
+func editHosts(h hostIndex[*pathIndex], removed, added []*Route) hostIndex[*pathIndex] {
+	out := h.clone()
+	touched := map[string]*pathEdit{}
+	edit := func(host string) *pathEdit {
+		e, ok := touched[host]
+		if !ok {
+			pi, had := out.get(host)
+			if had {
+				pi = pi.clone()
+			} else {
+				pi = newPathIndex()
+			}
+			e = &pathEdit{pi: pi}
+			touched[host] = e
+		}
+		return e
+	}
+	for _, r := range removed {
+		edit(r.hostname).remove(r)
+	}
+	for _, r := range added {
+		edit(r.hostname).pi.insert(r)
+	}
+	for host, e := range touched {
+		if e.pi.empty() {
+			out.del(host)
+			continue
+		}
+		if e.prefixGone {
+			e.pi.countPrefixLens()
+		}
+		out.set(host, e.pi)
+	}
+	return out
+}
+
+func editRefs(refs map[string]int, removed, added []*Route) map[string]int {
+	out := maps.Clone(refs)
+	if out == nil {
+		out = map[string]int{}
+	}
+	for _, r := range removed {
+		for _, name := range r.refs {
+			if out[name]--; out[name] <= 0 {
+				delete(out, name)
+			}
+		}
+	}
+	for _, r := range added {
+		for _, name := range r.refs {
+			out[name]++
+		}
+	}
+	return out
+}
