@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -155,8 +156,9 @@ func (c *compiler) patchVirtualHost(l *compiledListener, prev *VirtualHost, b []
 }
 
 // patchRoutes gives out, whose src and spans are set, the routes they encode, reusing the
-// routes of prev. The routes whose encoding starts and ends both lists are kept; those between
-// are taken from prev when prev had the same encoding and compiled otherwise, and get orders
+// routes of prev. The routes whose encoding starts and ends both lists are kept; between them,
+// the longest run of routes prev had in the same order is kept too, and the others are taken
+// from prev with a new order when prev had the same encoding, else compiled, and get orders
 // between their neighbours'. A kept route naming a cluster that came or went is recompiled in
 // its place. The indexes are edited for the routes that changed, copy on write. ok is false
 // when a route does not decode.
@@ -170,88 +172,157 @@ func (c *compiler) patchRoutes(out, prev *VirtualHost) (ok bool, err error) {
 	for tail < min(nPrev, nOut)-head && bytes.Equal(prev.rawRoute(nPrev-1-tail), out.rawRoute(nOut-1-tail)) {
 		tail++
 	}
-	routes := make([]*Route, nOut)
-	copy(routes, prev.routes[:head])
-	copy(routes[nOut-tail:], prev.routes[nPrev-tail:])
-	removed := slices.Clone(prev.routes[head : nPrev-tail])
-	var added []*Route
-	p := patch{c: c, out: out, routes: routes}
-	if !p.middle(prev, head, nOut-tail) {
+	p := patch{c: c, prev: prev, out: out, routes: make([]*Route, nOut), fresh: make([]bool, nOut)}
+	copy(p.routes, prev.routes[:head])
+	copy(p.routes[nOut-tail:], prev.routes[nPrev-tail:])
+	if !p.middle(head, nOut-tail, nPrev-tail) {
 		return false, nil
 	}
-	added = append(added, routes[head:nOut-tail]...)
 	if c.clusterMoved(prev.refs) {
-		for i := range routes {
-			if (i >= head && i < nOut-tail) || !c.routeMoved(routes[i]) {
+		for i, r := range p.routes {
+			if p.fresh[i] || !c.routeMoved(r) {
 				continue
 			}
-			removed = append(removed, routes[i])
-			if !p.compile(i, routes[i].order) {
+			p.removed = append(p.removed, r)
+			if !p.compile(i, r.order) {
 				return false, nil
 			}
-			added = append(added, routes[i])
 		}
 	}
 	if err := errors.Join(p.errs...); err != nil {
 		return true, err
 	}
-	out.routes = routes
-	if p.renumber || len(added)+len(removed) > len(routes)/2 {
+	out.routes = p.routes
+	var added []*Route
+	for i, r := range p.routes {
+		if p.fresh[i] {
+			added = append(added, r)
+		}
+	}
+	if p.renumber || len(added)+len(p.removed) > len(p.routes)/2 {
 		out.reindex(p.renumber)
 		return true, nil
 	}
-	out.hosts = editHosts(prev.hosts, removed, added)
-	out.refs = editRefs(prev.refs, removed, added)
+	out.hosts = editHosts(prev.hosts, p.removed, added)
+	out.refs = editRefs(prev.refs, p.removed, added)
 	return true, nil
 }
 
 // patch is the state of one patchRoutes.
 type patch struct {
 	c        *compiler
+	prev     *VirtualHost
 	out      *VirtualHost
 	routes   []*Route
+	fresh    []bool // routes[i] is not one of prev's routes
+	removed  []*Route
 	errs     []error
 	renumber bool
 }
 
-// middle fills routes[from:to], the routes between the kept head and tail, with orders spaced
-// between their neighbours', or marks the virtual host for renumbering when there is no room.
-func (p *patch) middle(prev *VirtualHost, from, to int) bool {
-	if from == to {
-		return true
+// middle fills routes[from:to], which replace prev's routes[from:prevTo]: the longest run of
+// prev's routes found there in the same order keeps its routes and orders, and the routes
+// between get orders spaced between their neighbours', or the virtual host is marked for
+// renumbering when there is no room.
+func (p *patch) middle(from, to, prevTo int) bool {
+	at := make([]int, to-from) // the index in prev.routes of a route with the same encoding, or -1
+	known := make(map[string][]int, max(prevTo-from, 0))
+	for i := from; i < prevTo; i++ {
+		k := string(p.prev.rawRoute(i))
+		known[k] = append(known[k], i)
 	}
-	k := int64(to - from)
+	for i := range at {
+		at[i] = -1
+		k := p.out.rawRoute(from + i)
+		if q := known[string(k)]; len(q) > 0 {
+			at[i], known[string(k)] = q[0], q[1:]
+		}
+	}
+	keep := rising(at)
+	kept := make(map[int]bool, len(at))
 	lo := int64(0)
 	if from > 0 {
 		lo = p.routes[from-1].order
 	}
+	for i := 0; i < len(at); {
+		if keep[i] {
+			r := p.prev.routes[at[i]]
+			p.routes[from+i], kept[at[i]] = r, true
+			lo, i = r.order, i+1
+			continue
+		}
+		j := i
+		for j < len(at) && !keep[j] {
+			j++
+		}
+		if !p.fill(from, i, j, at, lo) {
+			return false
+		}
+		i = j
+	}
+	for i := from; i < prevTo; i++ {
+		if !kept[i] {
+			p.removed = append(p.removed, p.prev.routes[i])
+		}
+	}
+	return true
+}
+
+// fill gives routes[from+i:from+j], none of them kept, orders spaced between lo and the order
+// of the route that follows them.
+func (p *patch) fill(from, i, j int, at []int, lo int64) bool {
 	step := int64(orderGap)
-	if to < len(p.routes) {
-		step = (p.routes[to].order - lo) / (k + 1)
+	switch {
+	case j < len(at):
+		step = (p.prev.routes[at[j]].order - lo) / int64(j-i+1)
+	case from+j < len(p.routes):
+		step = (p.routes[from+j].order - lo) / int64(j-i+1)
 	}
 	if step < 1 {
 		p.renumber, step = true, 0
 	}
-	var known map[string]*Route
-	if nPrev := len(prev.routes) - (len(p.routes) - to); nPrev > from {
-		known = make(map[string]*Route, nPrev-from)
-		for i := from; i < nPrev; i++ {
-			known[string(prev.rawRoute(i))] = prev.routes[i]
-		}
-	}
-	for i := from; i < to; i++ {
-		order := lo + int64(i-from+1)*step
-		if r, ok := known[string(p.out.rawRoute(i))]; ok && !p.c.routeMoved(r) {
-			moved := *r
+	for x := i; x < j; x++ {
+		order := lo + int64(x-i+1)*step
+		if at[x] >= 0 && !p.c.routeMoved(p.prev.routes[at[x]]) {
+			moved := *p.prev.routes[at[x]]
 			moved.order = order
-			p.routes[i] = &moved
+			p.routes[from+x], p.fresh[from+x] = &moved, true
 			continue
 		}
-		if !p.compile(i, order) {
+		if !p.compile(from+x, order) {
 			return false
 		}
 	}
 	return true
+}
+
+// rising marks a longest strictly rising run, not necessarily contiguous, of the values of at
+// that are not -1.
+func rising(at []int) []bool {
+	var tails []int // tails[k]: the index in at ending the rising run of length k+1 with the least value
+	link := make([]int, len(at))
+	for i, v := range at {
+		if v < 0 {
+			continue
+		}
+		k, _ := slices.BinarySearchFunc(tails, v, func(t, v int) int { return cmp.Compare(at[t], v) })
+		link[i] = -1
+		if k > 0 {
+			link[i] = tails[k-1]
+		}
+		if k == len(tails) {
+			tails = append(tails, i)
+		} else {
+			tails[k] = i
+		}
+	}
+	keep := make([]bool, len(at))
+	if len(tails) > 0 {
+		for i := tails[len(tails)-1]; i >= 0; i = link[i] {
+			keep[i] = true
+		}
+	}
+	return keep
 }
 
 // compile decodes and compiles route i; it reports false when the route does not decode.
@@ -266,7 +337,7 @@ func (p *patch) compile(i int, order int64) bool {
 		r = &Route{}
 	}
 	r.order = order
-	p.routes[i] = r
+	p.routes[i], p.fresh[i] = r, true
 	return true
 }
 
