@@ -262,11 +262,15 @@ func TestUpdateClusterPresence(t *testing.T) {
 	}
 	// Routes 1, 5, 9 ... name app-1, 250 of them; route 10 names ns/late:80.
 	step(750, func(m map[string]proto.Message) { delete(m, "cluster/ns/app-1:80") })
-	step(750, func(m map[string]proto.Message) { m["cluster/ns/app-1:80"] = snaptest.Cluster(t, "ns/app-1:80", "10.0.0.1:80") })
+	step(750, func(m map[string]proto.Message) {
+		m["cluster/ns/app-1:80"] = snaptest.Cluster(t, "ns/app-1:80", "10.0.0.1:80")
+	})
 	if slot := table.clusterNames["ns/app-1:80"].Index; slot != 1 {
 		t.Errorf("the cluster that came back has slot %d, want the free slot 1", slot)
 	}
-	step(999, func(m map[string]proto.Message) { m["cluster/ns/late:80"] = snaptest.Cluster(t, "ns/late:80", "10.0.9.9:80") })
+	step(999, func(m map[string]proto.Message) {
+		m["cluster/ns/late:80"] = snaptest.Cluster(t, "ns/late:80", "10.0.9.9:80")
+	})
 	route := bigVHost(t, table).routes[10]
 	if route.Backends[0].Cluster == nil || table.Cluster(route.Backends[0].Cluster).Name != "ns/late:80" {
 		t.Errorf("the route naming the added cluster: %+v", route.Backends[0])
