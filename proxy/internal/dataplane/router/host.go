@@ -78,10 +78,13 @@ func NormalizeHost(host string) string {
 
 // clone returns a copy of h that can be changed without changing h.
 func (h *hostIndex[T]) clone() hostIndex[T] {
-	out := newHostIndex[T]()
-	maps.Copy(out.exact, h.exact)
-	maps.Copy(out.wild, h.wild)
-	out.any, out.hasAny = h.any, h.hasAny
+	out := hostIndex[T]{exact: maps.Clone(h.exact), wild: maps.Clone(h.wild), any: h.any, hasAny: h.hasAny}
+	if out.exact == nil {
+		out.exact = map[string]T{}
+	}
+	if out.wild == nil {
+		out.wild = map[string]T{}
+	}
 	return out
 }
 

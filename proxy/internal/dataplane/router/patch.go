@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"slices"
 
@@ -90,7 +91,7 @@ func (c *compiler) refresh(vh *VirtualHost) (*VirtualHost, error) {
 // which gives the same table or the error Compile gives.
 func (c *compiler) patchListener(old *compiledListener, e entry[*discoveryv1.Listener]) (*compiledListener, bool, error) {
 	b := e.src.GetValue()
-	head, vspans, ok := split(b, listenerVirtualHosts)
+	head, vspans, ok := split(b, listenerVirtualHosts, len(old.vhosts))
 	if !ok {
 		return nil, false, nil
 	}
@@ -132,7 +133,11 @@ func (c *compiler) patchVirtualHost(l *compiledListener, prev *VirtualHost, b []
 		vh, err := c.refresh(&moved)
 		return vh, true, err
 	}
-	head, spans, ok := split(b, virtualHostRoutes)
+	hint := 0
+	if prev != nil {
+		hint = len(prev.spans) + 1
+	}
+	head, spans, ok := split(b, virtualHostRoutes, hint)
 	if !ok {
 		return nil, false, nil
 	}
@@ -226,16 +231,22 @@ type patch struct {
 // renumbering when there is no room.
 func (p *patch) middle(from, to, prevTo int) bool {
 	at := make([]int, to-from) // the index in prev.routes of a route with the same encoding, or -1
-	known := make(map[string][]int, max(prevTo-from, 0))
+	seed := maphash.MakeSeed()
+	known := make(map[uint64][]int, max(prevTo-from, 0))
 	for i := from; i < prevTo; i++ {
-		k := string(p.prev.rawRoute(i))
-		known[k] = append(known[k], i)
+		h := maphash.Bytes(seed, p.prev.rawRoute(i))
+		known[h] = append(known[h], i)
 	}
 	for i := range at {
 		at[i] = -1
-		k := p.out.rawRoute(from + i)
-		if q := known[string(k)]; len(q) > 0 {
-			at[i], known[string(k)] = q[0], q[1:]
+		b := p.out.rawRoute(from + i)
+		h := maphash.Bytes(seed, b)
+		q := known[h]
+		for j, old := range q {
+			if bytes.Equal(p.prev.rawRoute(old), b) {
+				at[i], known[h] = old, slices.Delete(slices.Clone(q), j, j+1)
+				break
+			}
 		}
 	}
 	keep := rising(at)

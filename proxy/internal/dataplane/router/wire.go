@@ -14,8 +14,10 @@ func (s span) of(b []byte) []byte { return b[s.start:s.end] }
 
 // repeatedField is a repeated message field that split cuts out of its parent's encoding.
 type repeatedField struct {
-	parent protoreflect.MessageDescriptor
 	number protowire.Number
+	// wire holds, by field number, the wire type the parent declares each field with, -1 for
+	// the numbers it does not declare or declares otherwise than split accepts.
+	wire []protowire.Type
 }
 
 var (
@@ -29,7 +31,36 @@ func newRepeatedField(parent protoreflect.ProtoMessage, name protoreflect.Name) 
 	if fd == nil || !fd.IsList() || fd.Kind() != protoreflect.MessageKind {
 		panic("router: " + string(md.FullName()) + " has no repeated message field " + string(name))
 	}
-	return repeatedField{parent: md, number: fd.Number()}
+	f := repeatedField{number: fd.Number()}
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		for int(fd.Number()) >= len(f.wire) {
+			f.wire = append(f.wire, -1)
+		}
+		f.wire[fd.Number()] = wireType(fd)
+	}
+	return f
+}
+
+// wireType returns the wire type of a field, singular or a repeated message or string, and -1
+// for the others.
+func wireType(fd protoreflect.FieldDescriptor) protowire.Type {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.StringKind, protoreflect.BytesKind:
+		return protowire.BytesType
+	case protoreflect.EnumKind, protoreflect.BoolKind, protoreflect.Int32Kind, protoreflect.Int64Kind,
+		protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Sint32Kind, protoreflect.Sint64Kind:
+		if !fd.IsList() {
+			return protowire.VarintType
+		}
+	}
+	return -1
+}
+
+// declared says whether the parent declares field num with wire type typ.
+func (f repeatedField) declared(num protowire.Number, typ protowire.Type) bool {
+	return num > 0 && int64(num) < int64(len(f.wire)) && f.wire[num] == typ
 }
 
 // split cuts the elements of f out of the encoding b of f's parent message: it returns the
@@ -39,22 +70,30 @@ func newRepeatedField(parent protoreflect.ProtoMessage, name protoreflect.Name) 
 // malformed or holds a field the parent does not declare with that wire type (an unknown
 // field, a group, a packed or repeated scalar): those are rare enough not to be worth matching
 // the decoder's every rule.
-func split(b []byte, f repeatedField) (head []byte, spans []span, ok bool) {
+//
+// hint is the number of elements expected.
+func split(b []byte, f repeatedField, hint int) (head []byte, spans []span, ok bool) {
 	if uint64(len(b)) > 1<<32-1 {
 		return nil, nil, false
 	}
+	spans = make([]span, 0, hint)
 	for off := 0; off < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[off:])
-		if n < 0 || !declared(f.parent, num, typ) {
+		if n < 0 || !f.declared(num, typ) {
 			return nil, nil, false
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[off+n:])
+		var v []byte
+		m := 0
+		if typ == protowire.BytesType {
+			v, m = protowire.ConsumeBytes(b[off+n:])
+		} else {
+			_, m = protowire.ConsumeVarint(b[off+n:])
+		}
 		if m < 0 {
 			return nil, nil, false
 		}
 		end := off + n + m
 		if num == f.number {
-			v, _ := protowire.ConsumeBytes(b[off+n:])
 			spans = append(spans, span{start: uint32(end - len(v)), end: uint32(end)})
 		} else {
 			head = append(head, b[off:end]...)
@@ -64,35 +103,18 @@ func split(b []byte, f repeatedField) (head []byte, spans []span, ok bool) {
 	return head, spans, true
 }
 
-// declared says whether md declares field num, singular or a repeated message or string, with
-// wire type typ.
-func declared(md protoreflect.MessageDescriptor, num protowire.Number, typ protowire.Type) bool {
-	fd := md.Fields().ByNumber(num)
-	if fd == nil {
-		return false
-	}
-	switch fd.Kind() {
-	case protoreflect.MessageKind, protoreflect.StringKind, protoreflect.BytesKind:
-		return typ == protowire.BytesType
-	case protoreflect.EnumKind, protoreflect.BoolKind, protoreflect.Int32Kind, protoreflect.Int64Kind,
-		protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Sint32Kind, protoreflect.Sint64Kind:
-		return typ == protowire.VarintType && !fd.IsList()
-	}
-	return false
-}
-
 // locateRoutes records, for each virtual host, its encoding and its routes' spans in the
 // listener's payload; a virtual host whose encoding split refuses gets none and is compiled
 // whole the next time its listener changes.
 func (l *compiledListener) locateRoutes() {
 	b := l.src.GetValue()
-	_, vspans, ok := split(b, listenerVirtualHosts)
+	_, vspans, ok := split(b, listenerVirtualHosts, len(l.vhosts))
 	if !ok || len(vspans) != len(l.vhosts) {
 		return
 	}
 	for i, vh := range l.vhosts {
 		src := vspans[i].of(b)
-		_, spans, ok := split(src, virtualHostRoutes)
+		_, spans, ok := split(src, virtualHostRoutes, len(vh.routes))
 		if ok && len(spans) == len(vh.routes) {
 			vh.src, vh.spans = src, spans
 		}
