@@ -79,4 +79,3 @@ func merge(t *testing.T, set *resource.Set, version string, msgs ...proto.Messag
 	}
 	return out
 }
-

@@ -96,7 +96,7 @@ func (c *compiler) patchListener(old *compiledListener, e entry[*discoveryv1.Lis
 		return nil, false, nil
 	}
 	var in discoveryv1.Listener
-	if proto.Unmarshal(head, &in) != nil || checkKey(e.key, ListenerKeyPrefix, in.GetName()) != nil {
+	if !decodes(head, &in) || in.GetName() != e.name {
 		return nil, false, nil
 	}
 	p, err := listenerProtocol(&in)
@@ -142,7 +142,7 @@ func (c *compiler) patchVirtualHost(l *compiledListener, prev *VirtualHost, b []
 		return nil, false, nil
 	}
 	var in discoveryv1.VirtualHost
-	if proto.Unmarshal(head, &in) != nil {
+	if !decodes(head, &in) {
 		return nil, false, nil
 	}
 	out, err := c.vhostHeader(l.name, l.proto, &in)
@@ -339,7 +339,7 @@ func rising(at []int) []bool {
 // compile decodes and compiles route i; it reports false when the route does not decode.
 func (p *patch) compile(i int, order int64) bool {
 	var in discoveryv1.Route
-	if proto.Unmarshal(p.out.rawRoute(i), &in) != nil {
+	if !decodes(p.out.rawRoute(i), &in) {
 		return false
 	}
 	r, err := p.c.route(&in)
@@ -351,6 +351,10 @@ func (p *patch) compile(i int, order int64) bool {
 	p.routes[i], p.fresh[i] = r, true
 	return true
 }
+
+// decodes says whether b decodes into m; the callers that get false decode the whole payload
+// again, which gives the error.
+func decodes(b []byte, m proto.Message) bool { return proto.Unmarshal(b, m) == nil }
 
 // reindex builds the virtual host's indexes from its routes, first giving every route the
 // order of a fresh compile when renumber is set; a route shared with another table is copied

@@ -196,7 +196,7 @@ func checkInvariants(t *testing.T, table *Table) {
 	}
 	for _, p := range table.Ports() {
 		for _, vh := range p.vhosts {
-			if !slices.IsSortedFunc(vh.routes, func(a, b *Route) int { return compareOrder(a, b) }) {
+			if !slices.IsSortedFunc(vh.routes, compareOrder) {
 				t.Fatalf("virtual host %s: orders do not rise", vh.Name)
 			}
 			for i := 1; i < len(vh.routes); i++ {
