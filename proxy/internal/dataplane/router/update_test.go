@@ -120,6 +120,12 @@ func (w *world) changeListener() {
 
 func (w *world) changeRoutes(vh *discoveryv1.VirtualHost) {
 	rs := vh.GetRoutes()
+	if len(rs) > 60 {
+		// Keep virtual hosts small enough for the walk to stay quick under the race detector.
+		at := w.pick(len(rs) - 20)
+		vh.Routes = slices.Delete(rs, at, at+20)
+		return
+	}
 	switch n := w.pick(7); {
 	case n == 0 && len(rs) > 0:
 		rs[w.pick(len(rs))] = w.route()
@@ -257,14 +263,14 @@ func diffViews(a, b tableView) string {
 // set leaves the table it was derived from as it was.
 func TestUpdateMatchesCompile(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(8) {
+	for seed := range uint64(5) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, seed)
 			var current *Table
 			good := maps.Clone(w.resources)
 			var accepted, refused int
-			for step := range 300 {
+			for step := range 250 {
 				w.step()
 				res := w.payloadsOf(t, w.chance(0.1))
 				want, wantErr := Compile(snaptest.Seq(res))
@@ -295,7 +301,7 @@ func TestUpdateMatchesCompile(t *testing.T) {
 				sameMatches(t, want, got)
 				current, good = got, maps.Clone(w.resources)
 			}
-			if accepted < 100 || refused < 10 {
+			if accepted < 80 || refused < 10 {
 				t.Errorf("%d sets accepted and %d refused: the walk does not cover both", accepted, refused)
 			}
 		})
