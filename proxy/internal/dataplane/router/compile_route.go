@@ -118,7 +118,11 @@ func (c *compiler) compileBackends(r *Route, in []*discoveryv1.WeightedBackend) 
 			out.ErrorStatus = int(b.GetErrorStatus())
 		case ok:
 			out.Cluster = cl.ref
-			r.refs = append(r.refs, cl.Name)
+			if r.refs == nil {
+				r.refs = cl.ref.names // shared; its capacity of one makes an append copy it
+			} else {
+				r.refs = append(r.refs, cl.Name)
+			}
 		default:
 			out.ErrorStatus = 500
 			r.refs = append(r.refs, b.GetCluster())

@@ -230,25 +230,7 @@ type patch struct {
 // between get orders spaced between their neighbours', or the virtual host is marked for
 // renumbering when there is no room.
 func (p *patch) middle(from, to, prevTo int) bool {
-	at := make([]int, to-from) // the index in prev.routes of a route with the same encoding, or -1
-	seed := maphash.MakeSeed()
-	known := make(map[uint64][]int, max(prevTo-from, 0))
-	for i := from; i < prevTo; i++ {
-		h := maphash.Bytes(seed, p.prev.rawRoute(i))
-		known[h] = append(known[h], i)
-	}
-	for i := range at {
-		at[i] = -1
-		b := p.out.rawRoute(from + i)
-		h := maphash.Bytes(seed, b)
-		q := known[h]
-		for j, old := range q {
-			if bytes.Equal(p.prev.rawRoute(old), b) {
-				at[i], known[h] = old, slices.Delete(slices.Clone(q), j, j+1)
-				break
-			}
-		}
-	}
+	at := p.match(from, to, prevTo)
 	keep := rising(at)
 	kept := make(map[int]bool, len(at))
 	lo := int64(0)
@@ -277,6 +259,37 @@ func (p *patch) middle(from, to, prevTo int) bool {
 		}
 	}
 	return true
+}
+
+// match returns, for each of routes[from:to], the index of a route of prev.routes[from:prevTo]
+// with the same encoding, each used once, or -1.
+func (p *patch) match(from, to, prevTo int) []int {
+	at := make([]int, to-from)
+	n := max(prevTo-from, 0)
+	seed := maphash.MakeSeed()
+	first := make(map[uint64]int, n) // by hash, the first of prev's routes with that hash
+	next := make([]int, n)           // the next route with the same hash, or -1
+	for i := prevTo - 1; i >= from; i-- {
+		h := maphash.Bytes(seed, p.prev.rawRoute(i))
+		next[i-from] = -1
+		if j, ok := first[h]; ok {
+			next[i-from] = j
+		}
+		first[h] = i
+	}
+	used := make([]bool, n)
+	for i := range at {
+		at[i] = -1
+		b := p.out.rawRoute(from + i)
+		j, ok := first[maphash.Bytes(seed, b)]
+		for ; ok && j >= 0; j = next[j-from] {
+			if !used[j-from] && bytes.Equal(p.prev.rawRoute(j), b) {
+				at[i], used[j-from] = j, true
+				break
+			}
+		}
+	}
+	return at
 }
 
 // fill gives routes[from+i:from+j], none of them kept, orders spaced between lo and the order

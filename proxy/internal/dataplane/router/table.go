@@ -112,6 +112,13 @@ type Cluster struct {
 type ClusterRef struct {
 	Name  string
 	Index int
+	// names is []string{Name} with capacity one, the refs of the routes naming only this
+	// cluster.
+	names []string
+}
+
+func newClusterRef(name string, index int) *ClusterRef {
+	return &ClusterRef{Name: name, Index: index, names: []string{name}[:1:1]}
 }
 
 // Endpoint is one address to forward to.

@@ -175,15 +175,15 @@ func (c *compiler) clusters(in []entry[*discoveryv1.Cluster]) []error {
 			t.clusterNames[e.name] = old
 			continue
 		}
-		ref := &ClusterRef{Name: e.name}
+		var ref *ClusterRef
 		switch {
 		case had:
 			ref = old.ref
 		case len(free) > 0:
-			ref.Index, free = free[0], free[1:]
+			ref, free = newClusterRef(e.name, free[0]), free[1:]
 			c.moved[e.name] = true
 		default:
-			ref.Index = len(t.clusters)
+			ref = newClusterRef(e.name, len(t.clusters))
 			t.clusters = append(t.clusters, nil)
 			c.moved[e.name] = true
 		}
