@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -17,6 +18,9 @@ import (
 // ErrRouteOut reports a network namespace with a route to the outside: the agent refuses to
 // put pod addresses there.
 var ErrRouteOut = errors.New("sandbox: the network namespace has a route out; run the agent in a private network namespace")
+
+// ErrForeignProc reports a /proc mounted for another PID namespace than the agent's.
+var ErrForeignProc = errors.New("sandbox: /proc belongs to another PID namespace; run the agent with a /proc of its own (unshare --pid --fork --mount --mount-proc)")
 
 // Network is the node's bridge and the pod addresses on it.
 type Network struct {
@@ -36,6 +40,9 @@ func SetUpNetwork(ctx context.Context, bridge string, prefix netip.Prefix) (*Net
 		return nil, fmt.Errorf("set up network: %s is not an IPv4 prefix with room for pods", prefix)
 	}
 	if err := noRouteOut(ctx); err != nil {
+		return nil, err
+	}
+	if err := ownProc(); err != nil {
 		return nil, err
 	}
 	prefix = prefix.Masked()
@@ -127,6 +134,19 @@ func nsenterIP(ctx context.Context, pid string, args ...string) error {
 	out, err := exec.CommandContext(ctx, "nsenter", full...).CombinedOutput() //nolint:gosec // fixed verbs, names the agent chose
 	if err != nil {
 		return fmt.Errorf("nsenter -t %s -n ip %s: %w: %s", pid, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// ownProc checks that /proc shows this PID namespace: pod network namespaces are found as
+// /proc/<pid>/ns/net, and a /proc of another PID namespace names other processes.
+func ownProc() error {
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return fmt.Errorf("read /proc/self: %w", err)
+	}
+	if self != strconv.Itoa(os.Getpid()) {
+		return ErrForeignProc
 	}
 	return nil
 }

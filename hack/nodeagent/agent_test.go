@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"coxswain.dev/coxswain/hack/nodeagent/internal/controlplane"
+)
+
+const (
+	nodeName      = "local-node"
+	testImage     = "coxswain.dev/nodeagent-testserver:test"
+	testNamespace = "agent-test"
+	tokenAudience = "coxswain-test"
+	greeting      = "hello from a ConfigMap"
+)
+
+// cluster is a control plane and a node agent, both inside the test's namespaces.
+type cluster struct {
+	client kubernetes.Interface
+	dir    string
+}
+
+func startCluster(ctx context.Context, t *testing.T) *cluster {
+	t.Helper()
+	dir := t.TempDir()
+	cpLog, err := os.Create(filepath.Join(dir, "control-plane.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		Assets: os.Getenv(envAssets), Dir: dir, AdvertiseAddress: apiAddress, Output: cpLog,
+	})
+	if err != nil {
+		t.Fatalf("start control plane: %v (log in %s)", err, cpLog.Name())
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	images := filepath.Join(dir, "images")
+	if err := os.WriteFile(images, []byte(testImage+" "+os.Getenv(envServer)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, dir, "--kubeconfig="+cp.Kubeconfig, "--node-name="+nodeName, "--images="+images,
+		"--state-dir="+filepath.Join(dir, "state"), "--restart-backoff=500ms", "--lease-duration=20s")
+	client, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{client: client, dir: dir}
+}
+
+// startAgent runs the agent until the test ends, then stops it with SIGTERM; its log is
+// printed when the test failed.
+func startAgent(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(dir, "agent.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Getenv(envAgent), args...) //nolint:noctx // stopped by SIGTERM below, not killed by a context
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("agent exited with %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("agent did not stop within 30s of SIGTERM")
+		}
+		if t.Failed() {
+			data, _ := os.ReadFile(logPath)
+			t.Logf("agent log:\n%s", data)
+		}
+	})
+}
+
+// poll calls f until it reports done, failing the test with f's last error after timeout.
+func poll(t *testing.T, what string, timeout time.Duration, f func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		done, err := f()
+		if done {
+			return
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s (last error: %v)", what, timeout, last)
+}
+
+// Tests that the agent registers a Ready Node with a Lease, runs a Deployment's pod as a
+// chrooted process on its own address with its ConfigMap and projected token volumes, reports
+// it Ready through its readiness probe, and on deletion stops the process and deletes the pod.
+func TestAgentRunsADeployment(t *testing.T) {
+	ctx := t.Context()
+	c := startCluster(ctx, t)
+
+	poll(t, "node Ready with a Lease", 30*time.Second, func() (bool, error) {
+		node, err := c.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if _, err := c.client.CoordinationV1().Leases("kube-node-lease").Get(ctx, nodeName, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		return nodeReady(node), fmt.Errorf("conditions %v", node.Status.Conditions)
+	})
+
+	_, err1 := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}, metav1.CreateOptions{})
+	_, err2 := c.client.CoreV1().ConfigMaps(testNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "greeting"},
+		Data:       map[string]string{"message": greeting},
+	}, metav1.CreateOptions{})
+	_, err3 := c.client.AppsV1().Deployments(testNamespace).Create(ctx, deployment(), metav1.CreateOptions{})
+	if err := errors.Join(err1, err2, err3); err != nil {
+		t.Fatal(err)
+	}
+
+	pod := waitReadyPod(t, c, "")
+	for _, cond := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		if !podCondition(pod, cond) {
+			t.Errorf("pod condition %s is not True: %v", cond, pod.Status.Conditions)
+		}
+	}
+	if pod.Status.Phase != corev1.PodRunning || pod.Status.ContainerStatuses[0].State.Running == nil {
+		t.Errorf("pod phase %s, container state %+v; want Running", pod.Status.Phase, pod.Status.ContainerStatuses[0].State)
+	}
+	ip := pod.Status.PodIP
+	if !strings.HasPrefix(ip, "10.244.0.") {
+		t.Errorf("pod IP %q is not on the bridge's range 10.244.0.0/24", ip)
+	}
+
+	if got := get(t, ip, "/file?path=/etc/greeting/message"); got != greeting {
+		t.Errorf("the ConfigMap volume reads %q in the pod, want %q", got, greeting)
+	}
+	if got := get(t, ip, "/env?name=POD_NAME"); got != pod.Name {
+		t.Errorf("POD_NAME from a fieldRef is %q, want %q", got, pod.Name)
+	}
+	if got := get(t, ip, "/env?name=GREETING"); got != greeting {
+		t.Errorf("GREETING from a configMapKeyRef is %q, want %q", got, greeting)
+	}
+	pid := get(t, ip, "/pid")
+	checkIsolated(t, c, pod, pid)
+	checkToken(ctx, t, c, pod, get(t, ip, "/file?path=/var/run/secrets/coxswain-test/token"))
+
+	if err := c.client.CoreV1().Pods(testNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "deleted pod gone from the API", 30*time.Second, func() (bool, error) {
+		_, err := c.client.CoreV1().Pods(testNamespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), err
+	})
+	if _, err := os.Stat("/proc/" + pid); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the deleted pod's process %s still exists: %v", pid, err)
+	}
+	if _, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", net.JoinHostPort(ip, "8080")); err == nil {
+		t.Errorf("the deleted pod's address %s still serves", ip)
+	}
+	next := waitReadyPod(t, c, pod.Name)
+	if got := get(t, next.Status.PodIP, "/healthz"); got != "ok\n" {
+		t.Errorf("the replacement pod answers %q", got)
+	}
+}
+
+func deployment() *appsv1.Deployment {
+	labels := map[string]string{"app": "echo"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To[int64](5),
+					Containers: []corev1.Container{{
+						Name:  "server",
+						Image: testImage,
+						Args:  []string{"-listen=:8080"},
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						Env: []corev1.EnvVar{
+							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+							{Name: "GREETING", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+								LocalObjectReference: corev1.LocalObjectReference{Name: "greeting"}, Key: "message",
+							}}},
+						},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
+							PeriodSeconds: 1,
+						},
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}},
+							PeriodSeconds: 1, InitialDelaySeconds: 1,
+						},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "greeting", MountPath: "/etc/greeting"},
+							{Name: "token", MountPath: "/var/run/secrets/coxswain-test"},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						{Name: "greeting", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: "greeting"},
+						}}},
+						{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+							Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+								Audience: tokenAudience, ExpirationSeconds: ptr.To[int64](600), Path: "token",
+							}}},
+						}}},
+					},
+				},
+			},
+		},
+	}
+}
+
+// waitReadyPod waits for a Ready pod of the Deployment other than skip, bound to the node.
+func waitReadyPod(t *testing.T, c *cluster, skip string) *corev1.Pod {
+	t.Helper()
+	var ready *corev1.Pod
+	poll(t, "a Ready pod of the Deployment", 60*time.Second, func() (bool, error) {
+		pods, err := c.client.CoreV1().Pods(testNamespace).List(t.Context(), metav1.ListOptions{LabelSelector: "app=echo"})
+		if err != nil {
+			return false, err
+		}
+		var states []string
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			states = append(states, fmt.Sprintf("%s node=%q ip=%q phase=%s conditions=%v containers=%v",
+				p.Name, p.Spec.NodeName, p.Status.PodIP, p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses))
+			if p.Name != skip && p.DeletionTimestamp == nil && p.Spec.NodeName == nodeName && p.Status.PodIP != "" && podCondition(p, corev1.PodReady) {
+				ready = p
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("pods: %v", states)
+	})
+	return ready
+}
+
+// checkIsolated proves the pod's process runs chrooted into the pod's directory and in a
+// network namespace other than the node's.
+func checkIsolated(t *testing.T, c *cluster, pod *corev1.Pod, pid string) {
+	t.Helper()
+	root, err := os.Readlink("/proc/" + pid + "/root")
+	if err != nil {
+		t.Fatalf("read the pod process's root: %v", err)
+	}
+	if want := filepath.Join(c.dir, "state", "pods", string(pod.UID), "root"); root != want {
+		t.Errorf("the pod's process has root %s, want its pod directory %s", root, want)
+	}
+	podNet, err1 := os.Readlink("/proc/" + pid + "/ns/net")
+	nodeNet, err2 := os.Readlink("/proc/self/ns/net")
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	if podNet == nodeNet {
+		t.Errorf("the pod's process shares the node's network namespace %s", nodeNet)
+	}
+}
+
+// checkToken reviews the token the pod read from its projected volume: valid for the
+// projection's audience, of the pod's ServiceAccount, bound to the pod and the node.
+func checkToken(ctx context.Context, t *testing.T, c *cluster, pod *corev1.Pod, token string) {
+	t.Helper()
+	review, err := c.client.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{tokenAudience}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := review.Status
+	if !st.Authenticated {
+		t.Fatalf("the pod's token does not review as authenticated: %q", st.Error)
+	}
+	if want := "system:serviceaccount:" + testNamespace + ":default"; st.User.Username != want {
+		t.Errorf("token of %q, want %q", st.User.Username, want)
+	}
+	for key, want := range map[string]string{
+		"authentication.kubernetes.io/pod-name":  pod.Name,
+		"authentication.kubernetes.io/pod-uid":   string(pod.UID),
+		"authentication.kubernetes.io/node-name": nodeName,
+	} {
+		if got := st.User.Extra[key]; len(got) != 1 || got[0] != want {
+			t.Errorf("token extra %s = %v, want [%s]", key, got, want)
+		}
+	}
+}
+
+// get fetches path from the test server on ip, from inside the namespace.
+func get(t *testing.T, ip, path string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+net.JoinHostPort(ip, "8080")+path, http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s from the pod: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s from the pod: %d %s %v", path, resp.StatusCode, body, err)
+	}
+	return string(body)
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
