@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,76 +36,104 @@ const (
 	greeting      = "hello from a ConfigMap"
 )
 
-// cluster is a control plane and a node agent, both inside the test's namespaces.
+// cluster is a control plane and a node agent, both inside the test's namespaces, shared by
+// the tests of the package (the agent owns the namespace's only bridge).
 type cluster struct {
-	client kubernetes.Interface
-	dir    string
+	client   kubernetes.Interface
+	dir      string
+	cp       *controlplane.ControlPlane
+	agent    *exec.Cmd
+	done     chan error
+	agentLog string
 }
 
-func startCluster(ctx context.Context, t *testing.T) *cluster {
+var (
+	clusterOnce sync.Once
+	shared      *cluster
+	sharedErr   error
+)
+
+// getCluster starts the shared cluster on first use; the agent's log is printed when t fails.
+func getCluster(t *testing.T) *cluster {
 	t.Helper()
-	dir := t.TempDir()
+	clusterOnce.Do(func() { shared, sharedErr = startCluster(context.Background()) })
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(shared.agentLog)
+			t.Logf("agent log:\n%s", data)
+		}
+	})
+	return shared
+}
+
+func startCluster(ctx context.Context) (*cluster, error) {
+	dir, err := os.MkdirTemp("", "cluster-")
+	if err != nil {
+		return nil, err
+	}
 	cpLog, err := os.Create(filepath.Join(dir, "control-plane.log"))
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		Assets: os.Getenv(envAssets), Dir: dir, AdvertiseAddress: apiAddress, Output: cpLog,
 	})
 	if err != nil {
-		t.Fatalf("start control plane: %v (log in %s)", err, cpLog.Name())
+		return nil, fmt.Errorf("start control plane: %w (log in %s)", err, cpLog.Name())
 	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
-		}
-	})
+	c := &cluster{dir: dir, cp: cp, agentLog: filepath.Join(dir, "agent.log")}
+	if c.client, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		return nil, errors.Join(err, cp.Stop())
+	}
 	images := filepath.Join(dir, "images")
 	if err := os.WriteFile(images, []byte(testImage+" "+os.Getenv(envServer)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, errors.Join(err, cp.Stop())
 	}
-	startAgent(t, dir, "--kubeconfig="+cp.Kubeconfig, "--node-name="+nodeName, "--images="+images,
-		"--state-dir="+filepath.Join(dir, "state"), "--restart-backoff=500ms", "--lease-duration=20s")
-	client, err := kubernetes.NewForConfig(cp.Config)
-	if err != nil {
-		t.Fatal(err)
+	if err := c.startAgent("--kubeconfig="+cp.Kubeconfig, "--node-name="+nodeName, "--images="+images,
+		"--state-dir="+filepath.Join(dir, "state"), "--restart-backoff=500ms", "--lease-duration=20s"); err != nil {
+		return nil, errors.Join(err, cp.Stop())
 	}
-	return &cluster{client: client, dir: dir}
+	return c, nil
 }
 
-// startAgent runs the agent until the test ends, then stops it with SIGTERM; its log is
-// printed when the test failed.
-func startAgent(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	logPath := filepath.Join(dir, "agent.log")
-	log, err := os.Create(logPath)
+func (c *cluster) startAgent(args ...string) error {
+	log, err := os.Create(c.agentLog)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	cmd := exec.Command(os.Getenv(envAgent), args...) //nolint:noctx // stopped by SIGTERM below, not killed by a context
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	c.agent = exec.Command(os.Getenv(envAgent), args...) //nolint:noctx // stopped by SIGTERM in stop, not killed by a context
+	c.agent.Stdout, c.agent.Stderr = log, log
+	c.agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.agent.Start(); err != nil {
+		return fmt.Errorf("start agent: %w", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("agent exited with %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("agent did not stop within 30s of SIGTERM")
-		}
-		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			t.Logf("agent log:\n%s", data)
-		}
-	})
+	c.done = make(chan error, 1)
+	go func() { c.done <- c.agent.Wait() }()
+	return nil
+}
+
+// stopCluster stops the shared cluster, if it started: the agent with SIGTERM (which must
+// stop its pods' processes and exit cleanly), then the control plane.
+func stopCluster() error {
+	if shared == nil {
+		return nil
+	}
+	c := shared
+	_ = c.agent.Process.Signal(syscall.SIGTERM)
+	var agentErr error
+	select {
+	case agentErr = <-c.done:
+	case <-time.After(30 * time.Second):
+		_ = c.agent.Process.Kill()
+		agentErr = errors.New("agent did not stop within 30s of SIGTERM")
+	}
+	if agentErr != nil {
+		agentErr = fmt.Errorf("agent: %w", agentErr)
+	}
+	return errors.Join(agentErr, c.cp.Stop(), os.RemoveAll(c.dir))
 }
 
 // poll calls f until it reports done, failing the test with f's last error after timeout.
@@ -128,7 +157,7 @@ func poll(t *testing.T, what string, timeout time.Duration, f func() (bool, erro
 // it Ready through its readiness probe, and on deletion stops the process and deletes the pod.
 func TestAgentRunsADeployment(t *testing.T) {
 	ctx := t.Context()
-	c := startCluster(ctx, t)
+	c := getCluster(t)
 
 	poll(t, "node Ready with a Lease", 30*time.Second, func() (bool, error) {
 		node, err := c.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})

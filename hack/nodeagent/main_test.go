@@ -41,7 +41,12 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		os.Exit(m.Run())
+		code := m.Run()
+		if err := stopCluster(); err != nil {
+			fmt.Fprintf(os.Stderr, "nodeagent test: stop cluster: %v\n", err)
+			code = 1
+		}
+		os.Exit(code)
 	}
 	os.Exit(enterNamespaces())
 }

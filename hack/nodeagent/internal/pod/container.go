@@ -37,7 +37,8 @@ type container struct {
 	ready    bool
 	id       string
 	image    string // the binary the image stands for
-	pid      int    // 0 when not running
+	pid      int           // 0 when not running
+	exitCh   chan struct{} // closed when the running process has exited
 	stopping bool
 	stopCh   chan struct{} // closed by stop
 	done     chan struct{} // closed when supervise returns
@@ -157,12 +158,14 @@ func (c *container) runOnce(ctx context.Context) (int, error) {
 		_ = cmd.Wait()
 		return 0, withReason("StartError", err)
 	}
-	c.running(cmd.Process.Pid)
+	exitCh := make(chan struct{})
+	c.running(cmd.Process.Pid, exitCh)
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	var probes sync.WaitGroup
 	probes.Go(func() { c.probe(probeCtx, c.spec.ReadinessProbe, readiness) })
 	probes.Go(func() { c.probe(probeCtx, c.spec.LivenessProbe, liveness) })
 	waitErr := cmd.Wait()
+	close(exitCh) // before waiting for the probes: a liveness kill waits for this
 	stopProbes()
 	probes.Wait()
 	code := exitCode(cmd, waitErr)
@@ -229,9 +232,9 @@ func (c *container) openLog() (*os.File, error) {
 	return f, nil
 }
 
-func (c *container) running(pid int) {
+func (c *container) running(pid int, exitCh chan struct{}) {
 	c.mu.Lock()
-	c.pid = pid
+	c.pid, c.exitCh = pid, exitCh
 	c.id = fmt.Sprintf("coxswain-node-agent://%s/%s/%d", c.w.dir, c.spec.Name, pid)
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now()}}
 	c.ready = c.spec.ReadinessProbe == nil
@@ -289,33 +292,25 @@ func (c *container) stop(grace time.Duration) {
 }
 
 // kill signals the running process, if any, and kills it after grace; it returns once the
-// process is gone.
+// process has exited.
 func (c *container) kill(grace time.Duration) {
 	c.mu.Lock()
-	pid := c.pid
+	pid, exitCh := c.pid, c.exitCh
 	c.mu.Unlock()
 	if pid == 0 {
 		return
 	}
 	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	deadline := time.After(grace)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		c.mu.Lock()
-		still := c.pid == pid
-		c.mu.Unlock()
-		if !still {
-			return
-		}
-		select {
-		case <-deadline:
-			c.log.Info("Killing container after its grace period", "pid", pid)
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			deadline = nil
-		case <-tick.C:
-		}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-exitCh:
+		return
+	case <-timer.C:
 	}
+	c.log.Info("Killing container after its grace period", "pid", pid, "gracePeriod", grace.String())
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	<-exitCh
 }
 
 func (c *container) stopped() bool {

@@ -1,5 +1,6 @@
 // Command testserver is the node agent test's workload: an HTTP server that reports what its
-// pod sees (a file's content, its process id, its hostname) and exits on SIGTERM.
+// pod sees (a file's content, an environment variable, its process id) and, by flag,
+// misbehaves: exits early, fails its health check, or ignores SIGTERM.
 package main
 
 import (
@@ -17,9 +18,20 @@ import (
 
 func main() {
 	addr := flag.String("listen", ":8080", "listen address")
+	exitAfter := flag.Duration("exit-after", 0, "exit this long after the start (0: never)")
+	exitCode := flag.Int("exit-code", 3, "exit code of -exit-after")
+	failAfter := flag.Duration("fail-healthz-after", 0, "answer /healthz with 500 this long after the start (0: never)")
+	ignoreTerm := flag.Bool("ignore-sigterm", false, "keep serving on SIGTERM")
 	flag.Parse()
+	start := time.Now()
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if *failAfter > 0 && time.Since(start) > *failAfter {
+			http.Error(w, "failing on purpose", http.StatusInternalServerError)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
 	mux.HandleFunc("/pid", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprint(w, strconv.Itoa(os.Getpid())) })
 	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) { _, _ = fmt.Fprint(w, os.Getenv(r.URL.Query().Get("name"))) })
 	mux.HandleFunc("/file", func(w http.ResponseWriter, r *http.Request) {
@@ -30,8 +42,21 @@ func main() {
 		}
 		_, _ = w.Write(data)
 	})
+	mux.HandleFunc("/write", func(w http.ResponseWriter, r *http.Request) {
+		if err := os.WriteFile(r.URL.Query().Get("path"), []byte(r.URL.Query().Get("data")), 0o600); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	if *exitAfter > 0 {
+		time.AfterFunc(*exitAfter, func() { os.Exit(*exitCode) })
+	}
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	signals := []os.Signal{syscall.SIGTERM, syscall.SIGINT}
+	if *ignoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+		signals = signals[1:]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), signals...)
 	defer stop()
 	go func() {
 		<-ctx.Done()
