@@ -36,7 +36,7 @@ type container struct {
 	restarts int32
 	ready    bool
 	id       string
-	image    string // the binary the image stands for
+	image    string        // the binary the image stands for
 	pid      int           // 0 when not running
 	exitCh   chan struct{} // closed when the running process has exited
 	stopping bool
@@ -360,7 +360,7 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close() //nolint:errcheck // read only
+	defer in.Close()                                                        //nolint:errcheck // read only
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755) //nolint:gosec // an executable
 	if err != nil {
 		return err

@@ -46,7 +46,7 @@ type Controller struct {
 	cfg    Config
 	log    logr.Logger
 
-	ctx     context.Context //nolint:containedctx // the informer's callbacks start workers that live as long as Run
+	ctx     context.Context // the informer's callbacks start workers that live as long as Run
 	mu      sync.Mutex
 	workers map[types.UID]*worker
 	binding map[types.UID]bool

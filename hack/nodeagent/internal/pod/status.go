@@ -33,11 +33,11 @@ func (w *worker) status(pod *corev1.Pod) corev1.PodStatus {
 		ready = ready && cs.Ready
 	}
 	st.Conditions = conditions(pod.Status.Conditions, map[corev1.PodConditionType]bool{
-		corev1.PodScheduled:               true,
+		corev1.PodScheduled:              true,
 		corev1.PodReadyToStartContainers: w.sb != nil,
-		corev1.PodInitialized:             w.initialized,
-		corev1.ContainersReady:            ready,
-		corev1.PodReady:                   ready,
+		corev1.PodInitialized:            w.initialized,
+		corev1.ContainersReady:           ready,
+		corev1.PodReady:                  ready,
 	})
 	return st
 }

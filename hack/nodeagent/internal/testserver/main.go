@@ -33,7 +33,9 @@ func main() {
 		_, _ = fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/pid", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprint(w, strconv.Itoa(os.Getpid())) })
-	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) { _, _ = fmt.Fprint(w, os.Getenv(r.URL.Query().Get("name"))) })
+	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprint(w, os.Getenv(r.URL.Query().Get("name")))
+	})
 	mux.HandleFunc("/file", func(w http.ResponseWriter, r *http.Request) {
 		data, err := os.ReadFile(r.URL.Query().Get("path"))
 		if err != nil {
@@ -57,14 +59,15 @@ func main() {
 		signals = signals[1:]
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), signals...)
-	defer stop()
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := srv.ListenAndServe()
+	stop()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -30,7 +30,7 @@ type Set struct {
 }
 
 type token struct {
-	value            string
+	value           string
 	issued, expires time.Time
 }
 

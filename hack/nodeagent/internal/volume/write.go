@@ -30,7 +30,7 @@ func writeAtomic(dir string, files map[string]file) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil { //nolint:gosec // a volume directory, readable as in a kubelet
 		return fmt.Errorf("create volume directory: %w", err)
 	}
-	stamp, err := os.MkdirTemp(dir, ".."+time.Now().UTC().Format("2006_01_02_15_04_05.")) //nolint:usetesting // not a test
+	stamp, err := os.MkdirTemp(dir, ".."+time.Now().UTC().Format("2006_01_02_15_04_05."))
 	if err != nil {
 		return fmt.Errorf("create volume payload directory: %w", err)
 	}
