@@ -93,7 +93,7 @@ func startCluster(ctx context.Context) (*cluster, error) {
 		return nil, errors.Join(err, cp.Stop())
 	}
 	if err := c.startAgent("--kubeconfig="+cp.Kubeconfig, "--node-name="+nodeName, "--images="+images,
-		"--state-dir="+filepath.Join(dir, "state"), "--restart-backoff=500ms", "--lease-duration=20s"); err != nil {
+		"--state-dir="+filepath.Join(dir, "state"), "--restart-backoff=500ms", "--lease-duration=20s", "-v"); err != nil {
 		return nil, errors.Join(err, cp.Stop())
 	}
 	return c, nil
@@ -132,6 +132,10 @@ func stopCluster() error {
 	}
 	if agentErr != nil {
 		agentErr = fmt.Errorf("agent: %w", agentErr)
+	}
+	if os.Getenv("COXSWAIN_NODEAGENT_TEST_LOG") != "" {
+		data, _ := os.ReadFile(c.agentLog)
+		fmt.Fprintf(os.Stderr, "agent log:\n%s", data)
 	}
 	return errors.Join(agentErr, c.cp.Stop(), os.RemoveAll(c.dir))
 }
@@ -186,9 +190,12 @@ func TestAgentRunsADeployment(t *testing.T) {
 			t.Errorf("pod condition %s is not True: %v", cond, pod.Status.Conditions)
 		}
 	}
-	if pod.Status.Phase != corev1.PodRunning || pod.Status.ContainerStatuses[0].State.Running == nil {
-		t.Errorf("pod phase %s, container state %+v; want Running", pod.Status.Phase, pod.Status.ContainerStatuses[0].State)
+	cs := pod.Status.ContainerStatuses[0]
+	if pod.Status.Phase != corev1.PodRunning || cs.State.Running == nil || cs.Started == nil || !*cs.Started {
+		t.Errorf("pod phase %s, container state %+v, started %v; want Running and started (its startup probe passed)",
+			pod.Status.Phase, cs.State, cs.Started)
 	}
+	t.Logf("pod %s bound to %s, IP %s, Ready", pod.Name, pod.Spec.NodeName, pod.Status.PodIP)
 	ip := pod.Status.PodIP
 	if !strings.HasPrefix(ip, "10.244.0.") {
 		t.Errorf("pod IP %q is not on the bridge's range 10.244.0.0/24", ip)
@@ -205,7 +212,10 @@ func TestAgentRunsADeployment(t *testing.T) {
 	}
 	pid := get(t, ip, "/pid")
 	checkIsolated(t, c, pod, pid)
+	t.Logf("pod process %s serves on %s:8080 with the ConfigMap volume and env", pid, ip)
 	checkToken(ctx, t, c, pod, get(t, ip, "/file?path=/var/run/secrets/coxswain-test/token"))
+
+	t.Logf("the projected token reviews as %s", "system:serviceaccount:"+testNamespace+":default bound to the pod")
 
 	if err := c.client.CoreV1().Pods(testNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -220,6 +230,7 @@ func TestAgentRunsADeployment(t *testing.T) {
 	if _, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", net.JoinHostPort(ip, "8080")); err == nil {
 		t.Errorf("the deleted pod's address %s still serves", ip)
 	}
+	t.Logf("deleted pod %s: process %s gone, pod object gone", pod.Name, pid)
 	next := waitReadyPod(t, c, pod.Name)
 	if got := get(t, next.Status.PodIP, "/healthz"); got != "ok\n" {
 		t.Errorf("the replacement pod answers %q", got)
@@ -251,6 +262,10 @@ func deployment() *appsv1.Deployment {
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("http")}},
 							PeriodSeconds: 1,
+						},
+						StartupProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
+							PeriodSeconds: 1, FailureThreshold: 30,
 						},
 						LivenessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}},

@@ -35,6 +35,7 @@ type container struct {
 	last     corev1.ContainerState
 	restarts int32
 	ready    bool
+	started  bool // the startup probe passed, or there is none
 	id       string
 	image    string        // the binary the image stands for
 	pid      int           // 0 when not running
@@ -162,8 +163,17 @@ func (c *container) runOnce(ctx context.Context) (int, error) {
 	c.running(cmd.Process.Pid, exitCh)
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	var probes sync.WaitGroup
-	probes.Go(func() { c.probe(probeCtx, c.spec.ReadinessProbe, readiness) })
-	probes.Go(func() { c.probe(probeCtx, c.spec.LivenessProbe, liveness) })
+	probes.Go(func() {
+		// Readiness and liveness wait for the startup probe, as the kubelet's do.
+		if !c.probe(probeCtx, c.spec.StartupProbe, startup) {
+			return
+		}
+		c.setStarted()
+		var more sync.WaitGroup
+		more.Go(func() { c.probe(probeCtx, c.spec.ReadinessProbe, readiness) })
+		more.Go(func() { c.probe(probeCtx, c.spec.LivenessProbe, liveness) })
+		more.Wait()
+	})
 	waitErr := cmd.Wait()
 	close(exitCh) // before waiting for the probes: a liveness kill waits for this
 	stopProbes()
@@ -237,7 +247,8 @@ func (c *container) running(pid int, exitCh chan struct{}) {
 	c.pid, c.exitCh = pid, exitCh
 	c.id = fmt.Sprintf("coxswain-node-agent://%s/%s/%d", c.w.dir, c.spec.Name, pid)
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now()}}
-	c.ready = c.spec.ReadinessProbe == nil
+	c.started = c.spec.StartupProbe == nil
+	c.ready = c.spec.ReadinessProbe == nil && c.started
 	stopping := c.stopping
 	c.mu.Unlock()
 	c.log.Info("Started container", "pid", pid)
@@ -260,7 +271,7 @@ func (c *container) exited(code int) {
 	c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: int32(code), Reason: reason, StartedAt: startedAt, FinishedAt: now(), ContainerID: c.id, //nolint:gosec // exit codes fit
 	}}
-	c.pid, c.ready = 0, false
+	c.pid, c.ready, c.started = 0, false, false
 	c.mu.Unlock()
 	c.log.Info("Container exited", "exitCode", code)
 	c.w.poke()

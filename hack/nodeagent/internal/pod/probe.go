@@ -17,21 +17,23 @@ import (
 type probeKind string
 
 const (
+	startup   probeKind = "startup"
 	readiness probeKind = "readiness"
 	liveness  probeKind = "liveness"
 )
 
-// probe runs p against the running container until ctx ends: readiness results set the
-// container's ready flag, a liveness failure past its threshold kills the process so the
-// supervisor restarts it. The agent dials the pod's address from the node's network
-// namespace, as a kubelet dials from the host's.
-func (c *container) probe(ctx context.Context, p *corev1.Probe, kind probeKind) {
+// probe runs p against the running container: readiness results set the container's ready
+// flag until ctx ends; a liveness or startup failure past its threshold kills the process so
+// the supervisor restarts it. A startup probe returns true once it passed (at once without a
+// probe); the others return when ctx ends. The agent dials the pod's address from the node's
+// network namespace, as a kubelet dials from the host's.
+func (c *container) probe(ctx context.Context, p *corev1.Probe, kind probeKind) bool {
 	if p == nil {
-		return
+		return true
 	}
 	period := seconds(p.PeriodSeconds, 10)
 	if !sleep(ctx, seconds(p.InitialDelaySeconds, 0)) {
-		return
+		return false
 	}
 	success, failure := int(max(p.SuccessThreshold, 1)), int(max(p.FailureThreshold, 1))
 	if p.FailureThreshold == 0 {
@@ -41,7 +43,7 @@ func (c *container) probe(ctx context.Context, p *corev1.Probe, kind probeKind) 
 	for {
 		err := c.check(ctx, p)
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		if err == nil {
 			passed, failed = passed+1, 0
@@ -50,17 +52,19 @@ func (c *container) probe(ctx context.Context, p *corev1.Probe, kind probeKind) 
 			c.log.V(1).Info("Probe failed", "probe", string(kind), "error", err.Error())
 		}
 		switch {
+		case kind == startup && passed >= success:
+			return true
 		case kind == readiness && passed >= success:
 			c.setReady(true)
 		case kind == readiness && failed >= failure:
 			c.setReady(false)
-		case kind == liveness && failed >= failure:
-			c.log.Info("Liveness probe failed, restarting container", "error", err.Error())
+		case kind != readiness && failed >= failure:
+			c.log.Info("Probe failed, restarting container", "probe", string(kind), "error", err.Error())
 			c.kill(gracePeriodOf(c))
-			return
+			return false
 		}
 		if !sleep(ctx, period) {
-			return
+			return false
 		}
 	}
 }
@@ -71,6 +75,19 @@ func gracePeriodOf(c *container) time.Duration {
 		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
 	}
 	return 30 * time.Second
+}
+
+func (c *container) setStarted() {
+	c.mu.Lock()
+	changed := !c.started && c.pid != 0
+	if changed {
+		c.started = true
+		c.ready = c.spec.ReadinessProbe == nil
+	}
+	c.mu.Unlock()
+	if changed {
+		c.w.poke()
+	}
 }
 
 func (c *container) setReady(ready bool) {

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // status computes the pod's status from what the worker knows, keeping the transition time
@@ -100,7 +101,7 @@ func (c *container) fill(cs *corev1.ContainerStatus) {
 	defer c.mu.Unlock()
 	cs.State, cs.LastTerminationState = c.state, c.last
 	cs.RestartCount, cs.Ready = c.restarts, c.ready
-	cs.Started = &[]bool{c.state.Running != nil}[0]
+	cs.Started = ptr.To(c.started)
 	if c.id != "" {
 		cs.ContainerID = c.id
 	}

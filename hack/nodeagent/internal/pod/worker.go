@@ -308,7 +308,9 @@ func (w *worker) writeStatus(ctx context.Context, pod *corev1.Pod) {
 	next.Status = want
 	_, err := w.c.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
 	switch {
-	case err == nil, apierrors.IsConflict(err), apierrors.IsNotFound(err), ctx.Err() != nil:
+	case err == nil:
+		w.log.V(1).Info("Wrote pod status", "phase", string(want.Phase))
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err), ctx.Err() != nil:
 	default:
 		w.log.Error(err, "Writing pod status failed")
 		time.AfterFunc(time.Second, w.poke)
