@@ -100,7 +100,7 @@ func startCluster(ctx context.Context) (*cluster, error) {
 }
 
 func (c *cluster) startAgent(args ...string) error {
-	log, err := os.Create(c.agentLog)
+	log, err := os.OpenFile(c.agentLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -400,4 +400,62 @@ func podCondition(pod *corev1.Pod, t corev1.PodConditionType) bool {
 		}
 	}
 	return false
+}
+
+// Tests that the agent stops its pods' processes when it stops, and that a restarted agent
+// runs the pods of its node again.
+func TestAgentRestarts(t *testing.T) {
+	ctx := t.Context()
+	c := getCluster(t)
+	ensureNamespace(ctx, t, c, lifecycleNamespace)
+	if _, err := c.client.CoreV1().Pods(lifecycleNamespace).Create(ctx, barePod("survivor", corev1.RestartPolicyAlways), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var before *corev1.ContainerStatus
+	poll(t, "the pod Ready", 60*time.Second, func() (bool, error) {
+		cs, err := containerStatus(ctx, c, "survivor")
+		before = cs
+		return err == nil && cs.Ready, err
+	})
+	p, err := c.client.CoreV1().Pods(lifecycleNamespace).Get(ctx, "survivor", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := get(t, p.Status.PodIP, "/pid")
+	if err := c.restartAgent(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/proc/" + pid); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pod's process %s outlived the agent: %v", pid, err)
+	}
+	poll(t, "the pod running again under the restarted agent", 60*time.Second, func() (bool, error) {
+		cs, err := containerStatus(ctx, c, "survivor")
+		if err != nil {
+			return false, err
+		}
+		return cs.Ready && cs.ContainerID != before.ContainerID, fmt.Errorf("container %s ready=%v", cs.ContainerID, cs.Ready)
+	})
+	p, err = c.client.CoreV1().Pods(lifecycleNamespace).Get(ctx, "survivor", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, p.Status.PodIP, "/pid"); got == pid {
+		t.Errorf("the pod answers from its old process %s", pid)
+	}
+	deletePods(ctx, t, c, "survivor")
+}
+
+// restartAgent stops the agent with SIGTERM and starts it again with the same arguments,
+// appending to its log.
+func (c *cluster) restartAgent() error {
+	_ = c.agent.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-c.done:
+		if err != nil {
+			return fmt.Errorf("agent exited with %w", err)
+		}
+	case <-time.After(30 * time.Second):
+		return errors.New("agent did not stop within 30s of SIGTERM")
+	}
+	return c.startAgent(c.agent.Args[1:]...)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -74,6 +76,11 @@ func New(client kubernetes.Interface, cfg Config, log logr.Logger) *Controller {
 // for the agent's next start) and returns.
 func (c *Controller) Run(ctx context.Context) error {
 	c.ctx = ctx
+	// Pod directories of an earlier run are stale: their processes ended with it, and its pods
+	// start again from scratch.
+	if err := os.RemoveAll(filepath.Join(c.cfg.StateDir, "pods")); err != nil {
+		return fmt.Errorf("remove stale pod directories: %w", err)
+	}
 	factory := informers.NewSharedInformerFactory(c.client, 0)
 	informer := factory.Core().V1().Pods().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -101,7 +108,7 @@ func (c *Controller) onPod(obj any) {
 	}
 	switch pod.Spec.NodeName {
 	case "":
-		if pod.DeletionTimestamp == nil {
+		if pod.DeletionTimestamp == nil && len(pod.Spec.SchedulingGates) == 0 {
 			c.bind(pod)
 		}
 	case c.cfg.Node:

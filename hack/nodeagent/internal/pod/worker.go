@@ -87,6 +87,10 @@ func (w *worker) latest() (*corev1.Pod, bool) {
 }
 
 func (w *worker) run(ctx context.Context) {
+	if pod, _ := w.latest(); pod.DeletionTimestamp != nil {
+		w.terminate(ctx, pod, false) // nothing runs yet: only the final delete is left
+		return
+	}
 	startCtx, stopStart := context.WithCancel(ctx)
 	defer stopStart()
 	setUp := make(chan struct{})

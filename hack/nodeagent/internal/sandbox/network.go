@@ -34,7 +34,7 @@ type Network struct {
 }
 
 // SetUpNetwork checks that no route leads out of the current network namespace, then creates
-// bridge with the first address of prefix on it.
+// bridge with the first address of prefix on it, replacing one of that name.
 func SetUpNetwork(ctx context.Context, bridge string, prefix netip.Prefix) (*Network, error) {
 	if !prefix.Addr().Is4() || prefix.Bits() > 30 {
 		return nil, fmt.Errorf("set up network: %s is not an IPv4 prefix with room for pods", prefix)
@@ -49,6 +49,8 @@ func SetUpNetwork(ctx context.Context, bridge string, prefix netip.Prefix) (*Net
 	gw := prefix.Addr().Next()
 	n := &Network{bridge: bridge, prefix: prefix, gateway: gw, used: map[netip.Addr]bool{}, next: gw.Next()}
 	gwCIDR := netip.PrefixFrom(gw, prefix.Bits()).String()
+	// A bridge left by an earlier run of the agent in this namespace goes: its pods died with it.
+	_ = ip(ctx, "link", "del", bridge)
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
 		{"link", "add", bridge, "type", "bridge"},
