@@ -67,9 +67,17 @@ func enterNamespaces() int {
 	agent, server := filepath.Join(dir, "nodeagent"), filepath.Join(dir, "testserver")
 	// The workload runs chrooted with nothing but its binary: it must be static. The agent runs
 	// outside the chroot and builds as the test does, sharing its build cache.
-	for _, b := range [][3]string{{agent, ".", ""}, {server, "./internal/testserver", "CGO_ENABLED=0"}} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b[0], b[1])
+	// COXSWAIN_NODEAGENT_TEST_RACE=1 builds the agent with the race detector.
+	race := ""
+	if os.Getenv("COXSWAIN_NODEAGENT_TEST_RACE") == "1" {
+		race = "-race"
+	}
+	for _, b := range [][4]string{{agent, ".", "", race}, {server, "./internal/testserver", "CGO_ENABLED=0", ""}} {
+		cmd := exec.CommandContext(ctx, "go", slices.DeleteFunc([]string{"build", b[3], "-o", b[0], b[1]}, func(s string) bool { return s == "" })...)
 		cmd.Env = append(os.Environ(), b[2])
+		if b[2] == "" {
+			cmd.Env = os.Environ()
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "nodeagent test: build %s: %v\n%s", b[1], err, out)
 			return 1

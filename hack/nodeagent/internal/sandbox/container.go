@@ -49,6 +49,13 @@ func Prepare(spec *Spec) error {
 		}
 	}
 	for _, m := range spec.Mounts {
+		if info, err := os.Stat(m.Source); err == nil && !info.IsDir() {
+			// A subPath naming a file mounts onto a file.
+			if err := touch(filepath.Join(spec.Root, m.Target)); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := os.MkdirAll(filepath.Join(spec.Root, m.Target), 0o755); err != nil { //nolint:gosec // a world-readable mount point, as in an image
 			return fmt.Errorf("create mount point %s: %w", m.Target, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -21,11 +22,14 @@ var ErrUnsupported = errors.New("volume: unsupported volume source")
 // defaultMode is the kubelet's default for Secret, ConfigMap, downward API and projected files.
 const defaultMode = 0o644
 
-// Set is the volumes of one pod.
+// Set is the volumes of one pod. Its methods may be called concurrently (the pod's setup and
+// its refresh loop); they take turns.
 type Set struct {
 	client kubernetes.Interface
 	dir    string
 	now    func() time.Time
+
+	mu     sync.Mutex
 	tokens map[string]token // by volume name and path
 }
 
@@ -46,6 +50,8 @@ func (s *Set) Path(name string) string { return filepath.Join(s.dir, name) }
 // changed (Secret and ConfigMap content, labels and annotations, tokens nearing expiry). It
 // returns an error naming the first volume it could not serve; the others are still written.
 func (s *Set) Sync(ctx context.Context, pod *corev1.Pod) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var errs []error
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
@@ -229,6 +235,8 @@ func (s *Set) tokenFile(ctx context.Context, pod *corev1.Pod, volume string, p *
 
 // NextTokenRefresh is when the first token of the set should be renewed; zero without tokens.
 func (s *Set) NextTokenRefresh() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var next time.Time
 	for _, t := range s.tokens {
 		at := t.issued.Add(t.expires.Sub(t.issued) * 8 / 10)
