@@ -53,8 +53,8 @@ func TestAgentRestartsContainers(t *testing.T) {
 	deletePods(ctx, t, c, "crasher", "unhealthy")
 }
 
-// Tests that Secret, downward API and emptyDir volumes and secretKeyRef env reach the
-// container, and that a container ignoring SIGTERM is killed once its grace period is over,
+// Tests that an init container runs to completion before the container, that Secret,
+// downward API and emptyDir volumes and secretKeyRef env reach the container, and that a container ignoring SIGTERM is killed once its grace period is over,
 // not before, after which the pod goes away.
 func TestAgentServesVolumesAndKillsAfterGrace(t *testing.T) {
 	ctx := t.Context()
@@ -68,6 +68,9 @@ func TestAgentServesVolumesAndKillsAfterGrace(t *testing.T) {
 	}
 	pod := barePod("stubborn", corev1.RestartPolicyAlways, "-ignore-sigterm")
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3)
+	pod.Spec.InitContainers = []corev1.Container{{
+		Name: "init", Image: testImage, Args: []string{"-listen=:8080", "-exit-after=200ms", "-exit-code=0"},
+	}}
 	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "password",
 	}}}}
@@ -94,7 +97,12 @@ func TestAgentServesVolumesAndKillsAfterGrace(t *testing.T) {
 			return false, err
 		}
 		ip = p.Status.PodIP
-		return ip != "" && podCondition(p, corev1.PodReady), errors.New("phase " + string(p.Status.Phase))
+		ready := ip != "" && podCondition(p, corev1.PodReady)
+		if ready && (!podCondition(p, corev1.PodInitialized) || len(p.Status.InitContainerStatuses) != 1 ||
+			p.Status.InitContainerStatuses[0].State.Terminated == nil || p.Status.InitContainerStatuses[0].State.Terminated.Reason != "Completed") {
+			t.Fatalf("the pod is Ready but its init container did not complete first: %v %v", p.Status.Conditions, p.Status.InitContainerStatuses)
+		}
+		return ready, errors.New("phase " + string(p.Status.Phase))
 	})
 	for path, want := range map[string]string{
 		"/file?path=/etc/creds/password": "s3cret",
