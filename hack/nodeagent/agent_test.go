@@ -216,6 +216,7 @@ func TestAgentRunsADeployment(t *testing.T) {
 	checkToken(ctx, t, c, pod, get(t, ip, "/file?path=/var/run/secrets/coxswain-test/token"))
 
 	t.Logf("the projected token reviews as %s", "system:serviceaccount:"+testNamespace+":default bound to the pod")
+	checkPodToPod(ctx, t, c, ip)
 
 	if err := c.client.CoreV1().Pods(testNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -334,6 +335,38 @@ func checkIsolated(t *testing.T, c *cluster, pod *corev1.Pod, pid string) {
 	}
 	if podNet == nodeNet {
 		t.Errorf("the pod's process shares the node's network namespace %s", nodeNet)
+	}
+}
+
+// checkPodToPod starts a second pod and has it fetch from the first one's address across the
+// bridge.
+func checkPodToPod(ctx context.Context, t *testing.T, c *cluster, target string) {
+	t.Helper()
+	peer := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "peer", Labels: map[string]string{"app": "peer"}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers:                    []corev1.Container{{Name: "server", Image: testImage, Args: []string{"-listen=:8080"}}},
+		},
+	}
+	if _, err := c.client.CoreV1().Pods(testNamespace).Create(ctx, peer, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var ip string
+	poll(t, "the peer pod Ready", 60*time.Second, func() (bool, error) {
+		p, err := c.client.CoreV1().Pods(testNamespace).Get(ctx, "peer", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ip = p.Status.PodIP
+		return ip != "" && podCondition(p, corev1.PodReady), errors.New("phase " + string(p.Status.Phase))
+	})
+	if got := get(t, ip, "/fetch?url=http://"+net.JoinHostPort(target, "8080")+"/healthz"); got != "ok\n" {
+		t.Errorf("pod %s fetching from pod %s got %q", ip, target, got)
+	}
+	t.Logf("pod %s reached pod %s across the bridge", ip, target)
+	if err := c.client.CoreV1().Pods(testNamespace).Delete(ctx, "peer", metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Command testserver is the node agent test's workload: an HTTP server that reports what its
-// pod sees (a file's content, an environment variable, its process id) and, by flag,
+// pod sees (a file's content, an environment variable, its process id, another address) and, by flag,
 // misbehaves: exits early, fails its health check, or ignores SIGTERM.
 package main
 
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -43,6 +44,20 @@ func main() {
 			return
 		}
 		_, _ = w.Write(data)
+	})
+	mux.HandleFunc("/fetch", func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, r.URL.Query().Get("url"), http.NoBody)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(w, resp.Body)
 	})
 	mux.HandleFunc("/write", func(w http.ResponseWriter, r *http.Request) {
 		if err := os.WriteFile(r.URL.Query().Get("path"), []byte(r.URL.Query().Get("data")), 0o600); err != nil {
