@@ -346,7 +346,13 @@ func checkPodToPod(ctx context.Context, t *testing.T, c *cluster, target string)
 		ObjectMeta: metav1.ObjectMeta{Name: "peer", Labels: map[string]string{"app": "peer"}},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
-			Containers:                    []corev1.Container{{Name: "server", Image: testImage, Args: []string{"-listen=:8080"}}},
+			Containers: []corev1.Container{{
+				Name: "server", Image: testImage, Args: []string{"-listen=:8080"},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+					PeriodSeconds: 1,
+				},
+			}},
 		},
 	}
 	if _, err := c.client.CoreV1().Pods(testNamespace).Create(ctx, peer, metav1.CreateOptions{}); err != nil {

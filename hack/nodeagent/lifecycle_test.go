@@ -140,6 +140,38 @@ func TestAgentServesVolumesAndKillsAfterGrace(t *testing.T) {
 	}
 }
 
+// Tests that exec probes run the command inside the container's world: a probe of the
+// container's own address passes, one of a closed port keeps its pod unready.
+func TestAgentRunsExecProbes(t *testing.T) {
+	ctx := t.Context()
+	c := getCluster(t)
+	ensureNamespace(ctx, t, c, lifecycleNamespace)
+	pods := map[string]string{"exec-good": "http://127.0.0.1:8080/healthz", "exec-bad": "http://127.0.0.1:9/"}
+	for name, url := range pods {
+		p := barePod(name, corev1.RestartPolicyAlways)
+		p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"testserver", "-get=" + url}}},
+			PeriodSeconds: 1, TimeoutSeconds: 5,
+		}
+		if _, err := c.client.CoreV1().Pods(lifecycleNamespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, "the pod with a passing exec probe Ready", 60*time.Second, func() (bool, error) {
+		cs, err := containerStatus(ctx, c, "exec-good")
+		return err == nil && cs.Ready, err
+	})
+	time.Sleep(3 * time.Second) // several periods of the failing probe
+	cs, err := containerStatus(ctx, c, "exec-bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.State.Running == nil || cs.Ready {
+		t.Errorf("the pod whose exec probe fails is %v, ready=%v; want running and not ready", cs.State, cs.Ready)
+	}
+	deletePods(ctx, t, c, "exec-good", "exec-bad")
+}
+
 func barePod(name string, policy corev1.RestartPolicy, args ...string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},

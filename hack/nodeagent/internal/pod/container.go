@@ -381,3 +381,85 @@ func copyFile(src, dst string) error {
 	}
 	return out.Close()
 }
+
+// checkExec runs an exec probe's command as the container sees the world (its root, volumes,
+// environment and network namespace) and passes when it exits 0 before ctx ends.
+func (c *container) checkExec(ctx context.Context, command []string) error {
+	w := c.w
+	pod, _ := w.latest()
+	env, err := w.env(ctx, pod, c.spec)
+	if err != nil {
+		return fmt.Errorf("exec probe: %w", err)
+	}
+	root := filepath.Join(w.dir, "root")
+	argv := expandAll(command, env)
+	if len(argv) == 0 {
+		return errors.New("exec probe: no command")
+	}
+	argv[0] = lookPath(root, argv[0])
+	w.mu.Lock()
+	netns := w.sb.NetNS()
+	w.mu.Unlock()
+	spec := &sandbox.Spec{NetNS: netns, Root: root, Hostname: pod.Name, WorkDir: c.spec.WorkingDir, Mounts: w.mounts(pod, c.spec), Argv: argv, Env: env}
+	var out limitedBuffer
+	cmd, send, err := sandbox.Command(w.c.cfg.Self, spec, &out)
+	if err != nil {
+		return fmt.Errorf("exec probe: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("exec probe: %w", err)
+	}
+	if err := send(); err != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return errors.Join(fmt.Errorf("exec probe: %w", err), cmd.Wait())
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return fmt.Errorf("exec probe: %w", ctx.Err())
+	}
+	if err != nil {
+		return fmt.Errorf("exec probe %v: %w: %s", command, err, out.String())
+	}
+	return nil
+}
+
+// lookPath finds a relative command in the container's PATH directories inside root, as a
+// shell in the image would; an absolute one, or one not found, is returned as it is.
+func lookPath(root, name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	for _, dir := range append([]string{"/"}, filepath.SplitList(defaultPath)...) {
+		p := filepath.Join(dir, name)
+		if info, err := os.Stat(filepath.Join(root, p)); err == nil && !info.IsDir() {
+			return p
+		}
+	}
+	return name
+}
+
+// limitedBuffer keeps the first KiB of a probe's output for its failure message.
+type limitedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := 1024 - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}

@@ -123,7 +123,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// check runs one probe. Exec and gRPC probes are not served yet and always pass.
+// check runs one probe. gRPC probes are not served yet and always pass.
 func (c *container) check(ctx context.Context, p *corev1.Probe) error {
 	ctx, cancel := context.WithTimeout(ctx, seconds(p.TimeoutSeconds, 1))
 	defer cancel()
@@ -149,6 +149,8 @@ func (c *container) check(ctx context.Context, p *corev1.Probe) error {
 			return fmt.Errorf("tcp probe: %w", err)
 		}
 		return conn.Close()
+	case p.Exec != nil:
+		return c.checkExec(ctx, p.Exec.Command)
 	}
 	return nil
 }

@@ -23,7 +23,11 @@ func main() {
 	exitCode := flag.Int("exit-code", 3, "exit code of -exit-after")
 	failAfter := flag.Duration("fail-healthz-after", 0, "answer /healthz with 500 this long after the start (0: never)")
 	ignoreTerm := flag.Bool("ignore-sigterm", false, "keep serving on SIGTERM")
+	probe := flag.String("get", "", "GET this URL and exit 0 on a 2xx answer, 1 otherwise, instead of serving (an exec probe)")
 	flag.Parse()
+	if *probe != "" {
+		os.Exit(get(*probe))
+	}
 	start := time.Now()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -86,4 +90,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+func get(url string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		fmt.Fprintln(os.Stderr, resp.Status)
+		return 1
+	}
+	return 0
 }
