@@ -419,8 +419,7 @@ func (c *container) checkExec(ctx context.Context, command []string) error {
 	case err = <-done:
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return fmt.Errorf("exec probe: %w", ctx.Err())
+		return errors.Join(fmt.Errorf("exec probe: %w", ctx.Err()), <-done)
 	}
 	if err != nil {
 		return fmt.Errorf("exec probe %v: %w: %s", command, err, out.String())
