@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 KUBECTL ?= $(LOCALBIN)/k8s/kubectl
 
-MODULES := . discovery proxy
+MODULES := . discovery proxy hack/nodeagent
 IMG ?= coxswain.dev/coxswain:dev
 PROXY_IMG ?= coxswain.dev/coxswain-proxy:dev
 GO_TEST_FLAGS ?= -race -count=1
