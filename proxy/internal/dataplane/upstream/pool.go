@@ -77,9 +77,13 @@ type Endpoint struct {
 	Address string
 	// HTTP1 speaks HTTP/1.1 to the endpoint. It frames every request from the request's
 	// fields (method, target, Host, ContentLength, headers it does not own) and never retries.
+	// Nil for an endpoint of a cluster with backend TLS.
 	HTTP1 *http.Transport
-	h2c   atomic.Pointer[http.Transport]
-	opts  *Options
+	// TLS speaks HTTP/1.1 or HTTP/2 over TLS to the endpoint of a cluster with backend TLS;
+	// nil otherwise.
+	TLS  *http.Transport
+	h2c  atomic.Pointer[http.Transport]
+	opts *Options
 }
 
 // Set is the clusters of one routing table, indexed like Table.Clusters.
@@ -89,10 +93,16 @@ type Set struct {
 
 // Cluster hands out its endpoints round-robin.
 type Cluster struct {
-	Name      string
-	H2C       bool
-	endpoints []*Endpoint
-	next      atomic.Uint32
+	Name string
+	H2C  bool
+	// TLS says requests go to the endpoints over TLS (https); H2 that they are HTTP/2 there.
+	TLS bool
+	H2  bool
+	// FailClosed says the cluster's backend TLS policy cannot be met: it must answer without
+	// dialing.
+	FailClosed bool
+	endpoints  []*Endpoint
+	next       atomic.Uint32
 }
 
 // Build returns the clusters of table, reusing the pool's transports for every endpoint address
@@ -103,7 +113,17 @@ func (p *Pool) Build(table *router.Table) *Set {
 	s := &Set{clusters: make([]*Cluster, len(table.Clusters()))}
 	for i, rc := range table.Clusters() {
 		c := &Cluster{Name: rc.Name, H2C: rc.H2C, endpoints: make([]*Endpoint, 0, len(rc.Endpoints))}
+		if rc.TLS != nil {
+			c.TLS, c.H2, c.FailClosed = true, rc.TLS.HTTP2, rc.TLS.FailClosed
+		}
 		for _, ep := range rc.Endpoints {
+			if c.FailClosed {
+				break
+			}
+			if rc.TLS != nil {
+				c.endpoints = append(c.endpoints, p.tlsEndpoint(ep.Address, rc.TLS))
+				continue
+			}
 			c.endpoints = append(c.endpoints, p.endpoint(ep.Address))
 		}
 		s.clusters[i] = c
@@ -118,6 +138,28 @@ func (p *Pool) endpoint(addr string) *Endpoint {
 	ep := &Endpoint{Address: addr, opts: &p.opts}
 	ep.HTTP1 = ep.transport(nil)
 	p.clients[addr] = ep
+	return ep
+}
+
+// tlsEndpoint returns the endpoint of addr for clusters with the TLS settings t: endpoints are
+// shared only between equal settings, so a connection verified for one policy never carries
+// another's requests.
+func (p *Pool) tlsEndpoint(addr string, t *router.BackendTLS) *Endpoint {
+	key := "tls/" + t.Key + "/" + addr
+	if ep, ok := p.clients[key]; ok {
+		return ep
+	}
+	ep := &Endpoint{Address: addr, opts: &p.opts}
+	var protocols http.Protocols
+	if t.HTTP2 {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetHTTP1(true)
+	}
+	ep.TLS = ep.transport(&protocols)
+	ep.TLS.TLSClientConfig = t.Config
+	ep.TLS.TLSHandshakeTimeout = p.opts.DialTimeout
+	p.clients[key] = ep
 	return ep
 }
 
@@ -189,7 +231,11 @@ func (p *Pool) Close() {
 }
 
 func (ep *Endpoint) close() {
-	ep.HTTP1.CloseIdleConnections()
+	for _, t := range []*http.Transport{ep.HTTP1, ep.TLS} {
+		if t != nil {
+			t.CloseIdleConnections()
+		}
+	}
 	if t := ep.h2c.Load(); t != nil {
 		t.CloseIdleConnections()
 	}
@@ -207,6 +253,25 @@ func (c *Cluster) Next() *Endpoint {
 		return c.endpoints[0]
 	}
 	return c.endpoints[(c.next.Add(1)-1)%uint32(len(c.endpoints))]
+}
+
+// Scheme returns the scheme of requests to the cluster: https with backend TLS, http otherwise.
+func (c *Cluster) Scheme() string {
+	if c.TLS {
+		return "https"
+	}
+	return "http"
+}
+
+// Transport returns the transport that speaks the cluster's protocol to ep.
+func (c *Cluster) Transport(ep *Endpoint) *http.Transport {
+	switch {
+	case ep.TLS != nil:
+		return ep.TLS
+	case c.H2C:
+		return ep.H2C()
+	}
+	return ep.HTTP1
 }
 
 // Len returns the number of endpoints.
