@@ -120,8 +120,10 @@ var bystanderKey = state.Key(&metav1.ObjectMeta{Namespace: "default", Name: "bys
 func addBystanders(cs *state.ClusterState) {
 	meta := metav1.ObjectMeta{Namespace: "default", Name: "bystander"}
 	cs.Services[bystanderKey] = &corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-	slice := &discoveryv1.EndpointSlice{ObjectMeta: meta, AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.9.9.9"}}}}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: meta, AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.9.9.9"}}},
+	}
 	slice.Labels = map[string]string{discoveryv1.LabelServiceName: "bystander"}
 	cs.EndpointSlices[bystanderKey] = slice
 	cs.Secrets[bystanderKey] = &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeTLS}
