@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
@@ -175,6 +176,10 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		disc.Allowlist.Replace(ids)
 	})
 	authority.OnChange(disc.Runner.Reauthorize)
+	metrics, err := rebuild.NewMetrics(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
 	gw := &controllers.GatewayAPIReconciler{
 		Client: mgr.GetClient(),
 		Pipeline: &rebuild.Pipeline{
@@ -183,6 +188,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 			Authority:   authority,
 			IsLeader:    isLeader,
 			TrustCopies: disc.TrustCopies,
+			Metrics:     metrics,
 			Status: &status.Writer{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
 				Namespace:             o.namespace,

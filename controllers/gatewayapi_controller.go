@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -30,10 +32,11 @@ import (
 )
 
 // GatewayAPIReconciler rebuilds the whole translation pipeline whenever a Gateway API object or
-// something it references changes. Change events only trigger the Debouncer; each burst becomes
-// one reconcile of a single request, which reads the cache and runs the Pipeline. It runs on
-// every replica, since each serves proxies from its own cache; the Pipeline writes status only
-// on the leader.
+// something it references changes. Change events only record their kind and trigger the
+// Debouncer; each burst becomes one reconcile of a single request, which reads the cache, runs
+// the Pipeline and records the rebuild's duration, by trigger, in the Pipeline's Metrics. It
+// runs on every replica, since each serves proxies from its own cache; the Pipeline writes
+// status only on the leader.
 type GatewayAPIReconciler struct {
 	// Client reads the informer cache.
 	Client    client.Client
@@ -42,6 +45,9 @@ type GatewayAPIReconciler struct {
 	// Elected closes when this replica becomes the leader (mgr.Elected()); a rebuild follows so
 	// the new leader writes status at once. Nil when not needed.
 	Elected <-chan struct{}
+
+	// changes collects the kinds of the changes the watches saw since the last rebuild.
+	changes rebuild.Changes
 
 	afterRebuild func(rebuild.Input, rebuild.Result, error) // tests observe rebuilds here
 	// refs keeps the Services, Secrets and ConfigMaps the latest cluster state references: a
@@ -57,39 +63,61 @@ type GatewayAPIReconciler struct {
 // +kubebuilder:rbac:groups=gateway.coxswain.dev,resources=coxswaingatewayparameters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
-// Reconcile rebuilds snapshots, scope authority and status from the cache.
+// Reconcile rebuilds snapshots, scope authority and status from the cache, and records how
+// long it took and what triggered it.
 func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
+	trigger := r.changes.Take()
 	r.refs.BeginLoad()
 	in, err := rebuild.Load(ctx, r.Client)
 	if err != nil {
 		r.refs.Loaded(nil)
+		r.changes.Restore(trigger)
 		return ctrl.Result{}, fmt.Errorf("read cluster state: %w", err)
 	}
 	r.refs.Loaded(in.State)
 	res, err := r.Pipeline.Rebuild(ctx, in)
+	r.Debouncer.Cost(time.Since(start))
 	if r.afterRebuild != nil {
 		r.afterRebuild(in, res, err)
 	}
 	if err != nil {
+		r.changes.Restore(trigger)
 		return ctrl.Result{}, err
 	}
+	took := time.Since(start)
+	r.Pipeline.Metrics.ObserveRebuild(trigger, took)
+	logRebuild(log.FromContext(ctx), trigger, took, res)
+	return ctrl.Result{}, nil
+}
+
+// logRebuild logs a rebuild that changed something at V(0) and every rebuild at V(1), where the
+// line also names the new version of every changed scope.
+func logRebuild(logger logr.Logger, trigger rebuild.Trigger, took time.Duration, res rebuild.Result) {
 	verbosity := 1 // an unchanged world is routine
 	if len(res.Changed) > 0 || len(res.Removed) > 0 || res.AuthorityChanged || res.StatusWritten > 0 {
 		verbosity = 0
 	}
-	log.FromContext(ctx).V(verbosity).Info("Rebuilt snapshots", "scopes", len(res.Scopes), "changed", len(res.Changed),
-		"removed", len(res.Removed), "authorityChanged", res.AuthorityChanged, "statusWritten", res.StatusWritten)
-	return ctrl.Result{}, nil
+	kv := []any{
+		"trigger", trigger, "duration", took, "scopes", len(res.Scopes), "changed", len(res.Changed),
+		"removed", len(res.Removed), "authorityChanged", res.AuthorityChanged, "statusWritten", res.StatusWritten,
+	}
+	if logger.V(1).Enabled() {
+		versions := make([]string, 0, len(res.Changed))
+		for _, s := range res.Changed {
+			versions = append(versions, s.String()+"@"+res.Versions[s])
+		}
+		removed := make([]string, 0, len(res.Removed))
+		for _, s := range res.Removed {
+			removed = append(removed, s.String())
+		}
+		kv = append(kv, "changedVersions", versions, "removedScopes", removed)
+	}
+	logger.V(verbosity).Info("Rebuilt snapshots", kv...)
 }
 
 // SetupWithManager registers the reconciler and its watches.
 func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	trigger := handler.Funcs{
-		CreateFunc:  func(context.Context, event.CreateEvent, queue) { r.Debouncer.Trigger() },
-		UpdateFunc:  func(context.Context, event.UpdateEvent, queue) { r.Debouncer.Trigger() },
-		DeleteFunc:  func(context.Context, event.DeleteEvent, queue) { r.Debouncer.Trigger() },
-		GenericFunc: func(context.Context, event.GenericEvent, queue) { r.Debouncer.Trigger() },
-	}
 	spec := builder.WithPredicates(predicate.GenerationChangedPredicate{})
 	controllerName := r.Pipeline.Graph.ControllerName
 	if controllerName == "" {
@@ -115,35 +143,52 @@ func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gatewayapi").
 		WatchesRawSource(source.Func(r.startDebouncer)).
-		Watches(&gwapiv1.GatewayClass{}, trigger, builder.WithPredicates(ours, predicate.GenerationChangedPredicate{})).
-		Watches(&gwapiv1.Gateway{}, trigger, spec).
-		Watches(&gwapiv1.HTTPRoute{}, trigger, spec).
-		Watches(&gwapiv1.ReferenceGrant{}, trigger, spec).
-		Watches(&gwapiv1.BackendTLSPolicy{}, trigger, spec).
-		Watches(&corev1.ConfigMap{}, trigger, referenced).
-		Watches(&corev1.Service{}, trigger, referenced).
-		Watches(&appsv1.Deployment{}, trigger, builder.WithPredicates(proxyDeployment)).
-		Watches(&discoveryv1.EndpointSlice{}, trigger, referenced).
-		Watches(&corev1.Secret{}, trigger, builder.WithPredicates(tlsOnly), referenced).
-		Watches(&corev1.Namespace{}, trigger, builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WatchesMetadata(metadataOf(rebuild.GatewayParametersGVK), trigger, spec).
-		WatchesMetadata(metadataOf(rebuild.CRDGVK), trigger, builder.WithPredicates(bundle, predicate.AnnotationChangedPredicate{})).
+		Watches(&gwapiv1.GatewayClass{}, r.on("GatewayClass"), builder.WithPredicates(ours, predicate.GenerationChangedPredicate{})).
+		Watches(&gwapiv1.Gateway{}, r.on("Gateway"), spec).
+		Watches(&gwapiv1.HTTPRoute{}, r.on("HTTPRoute"), spec).
+		Watches(&gwapiv1.ReferenceGrant{}, r.on("ReferenceGrant"), spec).
+		Watches(&gwapiv1.BackendTLSPolicy{}, r.on("BackendTLSPolicy"), spec).
+		Watches(&corev1.ConfigMap{}, r.on("ConfigMap"), referenced).
+		Watches(&corev1.Service{}, r.on("Service"), referenced).
+		Watches(&appsv1.Deployment{}, r.on("Deployment"), builder.WithPredicates(proxyDeployment)).
+		Watches(&discoveryv1.EndpointSlice{}, r.on("EndpointSlice"), referenced).
+		Watches(&corev1.Secret{}, r.on("Secret"), builder.WithPredicates(tlsOnly), referenced).
+		Watches(&corev1.Namespace{}, r.on("Namespace"), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		WatchesMetadata(metadataOf(rebuild.GatewayParametersGVK), r.on("CoxswainGatewayParameters"), spec).
+		WatchesMetadata(metadataOf(rebuild.CRDGVK), r.on("CustomResourceDefinition"), builder.WithPredicates(bundle, predicate.AnnotationChangedPredicate{})).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 1}).
 		Complete(r)
+}
+
+// on returns the handler of the watch of kind: it records the change, then triggers a rebuild.
+func (r *GatewayAPIReconciler) on(kind string) handler.Funcs {
+	trigger := func() {
+		r.changes.Add(kind)
+		r.Debouncer.Trigger()
+	}
+	return handler.Funcs{
+		CreateFunc:  func(context.Context, event.CreateEvent, queue) { trigger() },
+		UpdateFunc:  func(context.Context, event.UpdateEvent, queue) { trigger() },
+		DeleteFunc:  func(context.Context, event.DeleteEvent, queue) { trigger() },
+		GenericFunc: func(context.Context, event.GenericEvent, queue) { trigger() },
+	}
 }
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 // startDebouncer turns each burst of changes into one request, and asks for a rebuild when this
-// replica is elected.
+// replica is elected. It also starts the pipeline's background status writes, so a rebuild
+// never waits for them.
 func (r *GatewayAPIReconciler) startDebouncer(ctx context.Context, q queue) error {
 	rebuildAll := reconcile.Request{}
 	rebuildAll.Name = "gateway-api"
+	go r.Pipeline.RunStatus(ctx)
 	go r.Debouncer.Run(ctx, func() { q.Add(rebuildAll) })
 	if r.Elected != nil {
 		go func() {
 			select {
 			case <-r.Elected:
+				r.changes.Add(rebuild.TriggerElected)
 				r.Debouncer.Trigger()
 			case <-ctx.Done():
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -59,6 +60,10 @@ type gatewayAPI struct {
 	debouncer   *rebuild.Debouncer
 	leader      atomic.Bool
 	revocations atomic.Int32
+	// metrics holds the pipeline's metrics.
+	metrics *prometheus.Registry
+
+	pipeline *rebuild.Pipeline
 
 	mu      sync.Mutex
 	records []rebuildRecord
@@ -69,7 +74,11 @@ type gatewayAPI struct {
 // empty).
 func startGatewayAPI(t *testing.T, leader bool, namespace string) *gatewayAPI {
 	t.Helper()
-	h := &gatewayAPI{t: t, c: newGatewayClient(t), cache: cache.New(nil), auth: scopeauth.New()}
+	h := &gatewayAPI{t: t, c: newGatewayClient(t), cache: cache.New(nil), auth: scopeauth.New(), metrics: prometheus.NewRegistry()}
+	metrics, err := rebuild.NewMetrics(h.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.leader.Store(leader)
 	h.auth.OnChange(func() { h.revocations.Add(1) })
 	h.debouncer = rebuild.NewDebouncer(20*time.Millisecond, nil)
@@ -86,12 +95,13 @@ func startGatewayAPI(t *testing.T, leader bool, namespace string) *gatewayAPI {
 		Client: mgr.GetClient(),
 		Pipeline: &rebuild.Pipeline{
 			Graph: graph.Options{Namespace: namespace},
-			Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load,
+			Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load, Metrics: metrics,
 			Status: &status.Writer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: namespace},
 		},
 		Debouncer:    h.debouncer,
 		afterRebuild: h.record,
 	}
+	h.pipeline = r.Pipeline
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatalf("set up reconciler: %v", err)
 	}
@@ -291,4 +301,19 @@ func (h *gatewayAPI) quiet() int {
 	}
 	h.t.Fatal("rebuilds never stopped")
 	return 0
+}
+
+// statusSettled waits until the background status writes have caught up with the latest
+// rebuild and returns how many objects they have patched so far.
+func (h *gatewayAPI) statusSettled() int {
+	h.t.Helper()
+	var written int
+	eventually(h.t, "status writes settle", func() error {
+		var ok bool
+		if ok, written = h.pipeline.StatusSettled(); !ok {
+			return errors.New("status writes pending")
+		}
+		return nil
+	})
+	return written
 }

@@ -9,13 +9,15 @@ import (
 )
 
 // DefaultInterval is the shortest time between the starts of two rebuilds.
-const DefaultInterval = 100 * time.Millisecond
+const DefaultInterval = 10 * time.Millisecond
 
 // Debouncer turns triggers into calls with a leading edge: a trigger that finds the debouncer
-// idle (no call in the last interval) calls at once, with no holdoff; triggers that arrive
-// within the interval after a call coalesce into one call when the interval ends, so a steady
-// stream of changes calls at most once per interval and never waits longer than that. It is
-// safe for concurrent use.
+// idle (no call in the last spacing) calls at once, with no holdoff; triggers that arrive within
+// the spacing after a call coalesce into one call when it ends, so a steady stream of changes
+// calls at most once per spacing and never waits longer than that. The spacing is the interval,
+// or twice what the last call's work took when that is longer (see Cost): rebuilds then never
+// take more than half of a core, however large the cluster, while a small one propagates in a
+// few milliseconds. It is safe for concurrent use.
 type Debouncer struct {
 	clock    clock.Clock
 	interval time.Duration
@@ -23,6 +25,8 @@ type Debouncer struct {
 
 	mu      sync.Mutex
 	pending bool
+	// cost is how long the last call's work took, as Cost reported it.
+	cost time.Duration
 	// last is when the previous call was made; zero before the first.
 	last time.Time
 }
@@ -48,6 +52,13 @@ func (d *Debouncer) Trigger() {
 	case d.nudge <- struct{}{}:
 	default:
 	}
+}
+
+// Cost reports how long the work of the last call took.
+func (d *Debouncer) Cost(took time.Duration) {
+	d.mu.Lock()
+	d.cost = took
+	d.mu.Unlock()
 }
 
 // Run calls fire for pending triggers until ctx ends. It triggers once at start, so the first
@@ -84,7 +95,7 @@ func (d *Debouncer) next() (time.Duration, bool) {
 	now := d.clock.Now()
 	var wait time.Duration
 	if !d.last.IsZero() {
-		wait = d.last.Add(d.interval).Sub(now)
+		wait = d.last.Add(max(d.interval, 2*d.cost)).Sub(now)
 	}
 	if wait <= 0 {
 		d.pending, d.last = false, now

@@ -150,3 +150,30 @@ func TestDebouncerBoundsASteadyStream(t *testing.T) {
 	}
 	h.noCall()
 }
+
+// Tests that work reported longer than half the interval spaces calls by twice that work, so
+// calls never keep a core more than half busy; and that a cheap call brings the interval back.
+func TestDebouncerSpacesCallsByTwiceTheirCost(t *testing.T) {
+	t.Parallel()
+	h := startHarness(t)
+	h.call()
+	h.idle()
+	h.d.Cost(80 * time.Millisecond)
+	h.d.Trigger()
+	h.armed()
+	h.clock.Step(100 * time.Millisecond)
+	h.armed()
+	h.noCall()
+	h.clock.Step(60 * time.Millisecond)
+	if at := h.call(); at != 160*time.Millisecond {
+		t.Fatalf("called at t0+%v, want t0+160ms, twice the reported cost after the first call", at)
+	}
+	h.idle()
+	h.d.Cost(time.Millisecond)
+	h.d.Trigger()
+	h.armed()
+	h.clock.Step(100 * time.Millisecond)
+	if at := h.call(); at != 260*time.Millisecond {
+		t.Fatalf("called at t0+%v, want t0+260ms, one interval after the previous call", at)
+	}
+}

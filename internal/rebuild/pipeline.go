@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/internal/encode"
@@ -32,10 +33,39 @@ type Pipeline struct {
 	// TrustCopies, when set, is told on the leader which namespaces run a dedicated proxy and so
 	// need a copy of the trust bundle.
 	TrustCopies TrustCopier
+	// Metrics, when set, records the size of every snapshot published; the caller, who knows
+	// what triggered a rebuild, records its duration there.
+	Metrics *Metrics
 
 	scopes      map[cache.Scope]bool
 	lastTrust   []trustbundle.Target
 	trustSynced bool
+	// status writes status in the background once RunStatus runs; until then Rebuild writes it
+	// itself.
+	status atomic.Pointer[statusLoop]
+}
+
+// RunStatus writes status in the background until ctx ends: from then on a rebuild on the
+// leader hands its graph over and returns as soon as its snapshots are published. Start it
+// before the first rebuild, at most once.
+func (p *Pipeline) RunStatus(ctx context.Context) {
+	if p.Status == nil {
+		return
+	}
+	l := newStatusLoop(p.Status)
+	p.status.Store(l)
+	defer p.status.Store(nil)
+	l.run(ctx)
+}
+
+// StatusSettled reports whether the background status writes have caught up with the latest
+// rebuild, and how many objects they have patched so far. Without RunStatus it is always
+// settled.
+func (p *Pipeline) StatusSettled() (bool, int) {
+	if l := p.status.Load(); l != nil {
+		return l.idle()
+	}
+	return true, 0
 }
 
 // Result says what a rebuild changed.
@@ -43,9 +73,12 @@ type Result struct {
 	// Scopes are every scope served, sorted; Changed and Removed those whose snapshot was
 	// replaced or deleted.
 	Scopes, Changed, Removed []cache.Scope
+	// Versions holds the new version of every Changed scope.
+	Versions map[cache.Scope]string
 	// AuthorityChanged is true when some Gateway's expected ServiceAccount changed.
 	AuthorityChanged bool
-	// StatusWritten counts the objects whose status was patched.
+	// StatusWritten counts the objects whose status was patched, when the rebuild wrote status
+	// itself (not with RunStatus, where the writes happen later).
 	StatusWritten int
 }
 
@@ -82,6 +115,10 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	if p.Status == nil {
 		return res, nil
 	}
+	if l := p.status.Load(); l != nil {
+		l.offer(in.State, g)
+		return res, nil
+	}
 	res.StatusWritten, err = p.Status.Write(ctx, in.State, g)
 	if err != nil {
 		return res, fmt.Errorf("write status: %w", err)
@@ -105,6 +142,11 @@ func (p *Pipeline) publish(encoded []*encode.Encoded) (Result, error) {
 		res.Scopes = append(res.Scopes, e.Scope)
 		if changed {
 			res.Changed = append(res.Changed, e.Scope)
+			if res.Versions == nil {
+				res.Versions = map[cache.Scope]string{}
+			}
+			res.Versions[e.Scope] = e.Version
+			p.Metrics.observeSnapshot(e.Scope, e.Resources)
 		}
 	}
 	for scope := range p.scopes {

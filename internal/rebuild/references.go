@@ -13,16 +13,15 @@ import (
 )
 
 // References are the Services, Secrets and ConfigMaps whose changes can change what a rebuild
-// produces. Any other Service, EndpointSlice, Secret or ConfigMap may change without a rebuild: in a real cluster most of
-// them belong to workloads no route reaches, and their churn (endpoints above all) would
-// otherwise rebuild everything.
+// produces. Any other Service, EndpointSlice, Secret or ConfigMap may change without a rebuild:
+// in a real cluster most of them belong to workloads no route reaches, and their churn
+// (endpoints above all) would otherwise rebuild everything.
 //
 // The set is a superset, computed from the cluster state without resolving anything, so it never
 // misses a reference the graph would follow: every backendRef and mirror backendRef of every
 // HTTPRoute, whichever Gateway it names and whether or not that Service exists yet (its
 // creation must resolve the route); every certificateRef of every Gateway listener; every
-// ConfigMap caCertificateRef of every BackendTLSPolicy; and the
-// proxies' own Services (labelled ProxyLabel=ProxyLabelValue, or annotated as a shared pool
+// ConfigMap caCertificateRef of every BackendTLSPolicy; and the proxies' own Services (labelled ProxyLabel=ProxyLabelValue, or annotated as a shared pool
 // Gateway's), which give Gateways their addresses and record the shared pool's internal ports.
 type References struct {
 	services   map[types.NamespacedName]bool
@@ -66,12 +65,13 @@ func ReferencesOf(cs *state.ClusterState) References {
 			}
 		}
 	}
-	for key, svc := range cs.Services {
-		if svc.Labels[ProxyLabel] == ProxyLabelValue || svc.Annotations[graph.SharedServiceGatewayAnnotation] != "" {
-			refs.services[key] = true
-		}
-	}
 	return refs
+}
+
+// isProxyService reports whether svc is a proxy's own Service, which matters by what it is,
+// whether or not the state knew it: its creation gives a Gateway its address.
+func isProxyService(svc *corev1.Service) bool {
+	return svc.Labels[ProxyLabel] == ProxyLabelValue || svc.Annotations[graph.SharedServiceGatewayAnnotation] != ""
 }
 
 func (r References) addFilters(namespace string, filters []gwapiv1.HTTPRouteFilter) {
@@ -100,7 +100,7 @@ func namespaceOr(ns *gwapiv1.Namespace, def string) string {
 func (r References) Matters(obj any) bool {
 	switch o := obj.(type) {
 	case *corev1.Service:
-		return r.services[state.Key(o)]
+		return r.services[state.Key(o)] || isProxyService(o)
 	case *discoveryv1.EndpointSlice:
 		return r.services[types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}]
 	case *corev1.Secret:

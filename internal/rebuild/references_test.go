@@ -121,8 +121,9 @@ func addBystanders(cs *state.ClusterState) {
 	meta := metav1.ObjectMeta{Namespace: "default", Name: "bystander"}
 	cs.Services[bystanderKey] = &corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: meta, AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.9.9.9"}}},
+		ObjectMeta:  meta,
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.9.9.9"}}},
 	}
 	slice.Labels = map[string]string{discoveryv1.LabelServiceName: "bystander"}
 	cs.EndpointSlices[bystanderKey] = slice
@@ -180,9 +181,10 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxySvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "coxswain-system", Name: "team-web-1234", Labels: map[string]string{ProxyLabel: ProxyLabelValue}}}
-	cs.Services[state.Key(proxySvc)] = proxySvc
 	refs := ReferencesOf(cs)
+	// Proxy Services matter by what they are, including one the state does not hold yet.
+	proxySvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "coxswain-system", Name: "team-web-1234", Labels: map[string]string{ProxyLabel: ProxyLabelValue}}}
+	sharedSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "coxswain-system", Name: "apps-web-5678", Annotations: map[string]string{"gateway.coxswain.dev/gateway": "apps/web"}}}
 	svc := func(ns, name string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	}
@@ -202,7 +204,8 @@ spec:
 		{svc("app", "missing-yet"), true},
 		{svc("app", "rule-mirror"), true},
 		{svc("other", "backend-mirror"), true},
-		{svc("coxswain-system", "team-web-1234"), true},
+		{proxySvc, true},
+		{sharedSvc, true},
 		{slice("app", "missing-yet"), true},
 		{slice("other", "backend-mirror"), true},
 		{secret("infra", "own-cert"), true},

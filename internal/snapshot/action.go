@@ -1,7 +1,7 @@
 package snapshot
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -11,19 +11,21 @@ import (
 
 // compileAttachment appends one entry per (hostname, rule, match) of an attached route.
 func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment, l *graph.Listener) []entry {
-	key := att.Route.Key()
+	key := att.Route.Key().String()
 	created := att.Route.Source.CreationTimestamp.Time
 	for _, rule := range att.Route.Rules {
 		action := sb.compileAction(rule, l)
+		prefix := key + "/" + strconv.Itoa(rule.Index) + "/"
 		for mi, m := range rule.Matches {
 			match := compileMatch(m)
+			name := prefix + strconv.Itoa(mi)
 			for _, host := range att.Hostnames {
 				r := action
-				r.Name = fmt.Sprintf("%s/%d/%d", key, rule.Index, mi)
+				r.Name = name
 				r.Hostname = host
 				r.Match = match
 				entries = append(entries, entry{
-					route: &r, created: created, routeKey: key.String(), rule: rule.Index, match: mi,
+					route: &r, created: created, routeKey: key, rule: rule.Index, match: mi,
 				})
 			}
 		}

@@ -69,8 +69,10 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 
 // Apply validates set, compiles it into a routing table, binds the ports it adds and swaps the
 // table in with one atomic store; requests in flight finish on the table they started with.
-// Ports the table drops are drained in the background. On error nothing changes and the last
-// good table keeps serving.
+// The table is derived from the one serving (router.Update): only what set changed is
+// compiled, and the clusters it did not change keep their upstream state. Ports the table
+// drops are drained in the background. On error nothing changes and the last good table keeps
+// serving.
 func (d *DataPlane) Apply(_ context.Context, set *resource.Set) error {
 	if set == nil {
 		return errors.New("apply: nil resource set")
@@ -81,7 +83,13 @@ func (d *DataPlane) Apply(_ context.Context, set *resource.Set) error {
 		return ErrShutdown
 	}
 	start := time.Now()
-	table, err := router.Compile(set.All())
+	prev := d.handler.Current()
+	var prevTable *router.Table
+	var prevUpstreams *upstream.Set
+	if prev != nil {
+		prevTable, prevUpstreams = prev.Table, prev.Upstreams
+	}
+	table, err := router.Update(prevTable, set.All())
 	if err != nil {
 		return fmt.Errorf("apply version %s: %w", set.Version(), err)
 	}
@@ -89,10 +97,10 @@ func (d *DataPlane) Apply(_ context.Context, set *resource.Set) error {
 	if err != nil {
 		return fmt.Errorf("apply version %s: %w", set.Version(), err)
 	}
-	state := &forward.State{Table: table, Upstreams: d.pool.Build(table)}
+	state := &forward.State{Table: table, Upstreams: d.pool.Build(prevUpstreams, table)}
 	d.handler.Swap(state)
 	plan.Commit()
-	d.pool.Retire(state.Upstreams)
+	d.pool.Retire(prevUpstreams, state.Upstreams)
 	d.logApplied(set.Version(), table, time.Since(start))
 	return nil
 }
@@ -102,7 +110,7 @@ func (d *DataPlane) logApplied(version string, table *router.Table, took time.Du
 		d.log.Info("Skipped listeners whose protocol differs from their port's", "version", version, "listeners", table.Skipped)
 	}
 	d.log.V(1).Info("Applied routing table", "version", version, "ports", len(table.Ports()),
-		"routes", table.Routes(), "clusters", len(table.Clusters()), "took", took.String())
+		"routes", table.Routes(), "clusters", table.ClusterCount(), "took", took.String())
 }
 
 // Shutdown drains the data plane: listeners stop accepting, keep-alive connections close

@@ -1,5 +1,6 @@
 // Package dataplane is the proxy's HTTP data plane: it implements the agent's Applier by
-// compiling each complete resource set into an immutable router table, binding and unbinding
-// listeners to match it, and swapping the table in with one atomic pointer store, so requests
-// in flight finish on the table they started with. Shutdown drains every listener.
+// deriving from each complete resource set an immutable router table (only what changed is
+// compiled), binding and unbinding listeners to match it, and swapping the table in with one
+// atomic pointer store, so requests in flight finish on the table they started with. Shutdown
+// drains every listener.
 package dataplane

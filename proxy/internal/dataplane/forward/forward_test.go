@@ -38,7 +38,7 @@ func handlerFor(tb testing.TB, n int, addr string, h2c bool) (*forward.Handler, 
 	table.Clusters()[0].H2C = h2c
 	pool := upstream.NewPool(upstream.Options{})
 	h := forward.NewHandler(forward.Options{})
-	h.Swap(&forward.State{Table: table, Upstreams: pool.Build(table)})
+	h.Swap(&forward.State{Table: table, Upstreams: pool.Build(nil, table)})
 	return h, pool
 }
 

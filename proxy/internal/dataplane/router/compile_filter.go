@@ -148,10 +148,11 @@ func (c *compiler) compileMirror(r *Route, in *discoveryv1.Mirror) error {
 	if in.GetDenominator() == 0 || in.GetNumerator() > in.GetDenominator() {
 		return fmt.Errorf("%w: mirror fraction %d/%d", ErrInvalid, in.GetNumerator(), in.GetDenominator())
 	}
-	cl, ok := c.clusters[in.GetCluster()]
+	r.refs = append(r.refs, in.GetCluster())
+	cl, ok := c.table.clusterNames[in.GetCluster()]
 	if !ok || in.GetNumerator() == 0 {
 		return nil
 	}
-	r.Mirrors = append(r.Mirrors, &Mirror{Cluster: cl, Numerator: in.GetNumerator(), Denominator: in.GetDenominator()})
+	r.Mirrors = append(r.Mirrors, &Mirror{Cluster: cl.ref, Numerator: in.GetNumerator(), Denominator: in.GetDenominator()})
 	return nil
 }

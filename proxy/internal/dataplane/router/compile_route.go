@@ -110,16 +110,22 @@ func (c *compiler) compileBackends(r *Route, in []*discoveryv1.WeightedBackend) 
 			continue
 		}
 		out := Backend{Weight: b.GetWeight()}
-		switch cl, ok := c.clusters[b.GetCluster()]; {
+		switch cl, ok := c.table.clusterNames[b.GetCluster()]; {
 		case b.GetErrorStatus() != 0:
 			if !validStatus(b.GetErrorStatus()) {
 				return fmt.Errorf("%w: backend error status %d", ErrInvalid, b.GetErrorStatus())
 			}
 			out.ErrorStatus = int(b.GetErrorStatus())
 		case ok:
-			out.Cluster = cl
+			out.Cluster = cl.ref
+			if r.refs == nil {
+				r.refs = cl.ref.names // shared; its capacity of one makes an append copy it
+			} else {
+				r.refs = append(r.refs, cl.Name)
+			}
 		default:
 			out.ErrorStatus = 500
+			r.refs = append(r.refs, b.GetCluster())
 		}
 		r.totalWeight += uint64(out.Weight)
 		out.cumulative = r.totalWeight

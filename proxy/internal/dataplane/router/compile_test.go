@@ -130,13 +130,13 @@ func TestCompileBackends(t *testing.T) {
 	if len(got) != 4 {
 		t.Fatalf("got %d backends, want 4", len(got))
 	}
-	if got[0].Cluster == nil || got[0].Cluster.Name != "ns/app:80" || got[0].Cluster.Endpoints[0].Address != "127.0.0.1:1" {
+	if got[0].Cluster == nil || got[0].Cluster.Name != "ns/app:80" || table.Cluster(got[0].Cluster).Endpoints[0].Address != "127.0.0.1:1" {
 		t.Errorf("resolved backend: %+v", got[0])
 	}
 	if got[1].Cluster != nil || got[1].ErrorStatus != 500 {
 		t.Errorf("a backend naming a missing cluster: %+v, want error status 500", got[1])
 	}
-	if got[2].ErrorStatus != 500 || got[3].Cluster == nil || len(got[3].Cluster.Endpoints) != 0 {
+	if got[2].ErrorStatus != 500 || got[3].Cluster == nil || len(table.Cluster(got[3].Cluster).Endpoints) != 0 {
 		t.Errorf("error and empty backends: %+v %+v", got[2], got[3])
 	}
 }

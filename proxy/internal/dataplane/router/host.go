@@ -1,6 +1,9 @@
 package router
 
-import "strings"
+import (
+	"maps"
+	"strings"
+)
 
 // hostIndex maps hostnames to values: exact names, wildcards ("*.example.com", stored by their
 // suffix ".example.com") and the catch-all (empty hostname). Insertion keeps the first value
@@ -34,14 +37,7 @@ func (h *hostIndex[T]) put(hostname string, v T) {
 	if _, ok := h.get(hostname); ok {
 		return
 	}
-	switch {
-	case hostname == "":
-		h.any, h.hasAny = v, true
-	case isWildcard(hostname):
-		h.wild[hostname[1:]] = v
-	default:
-		h.exact[hostname] = v
-	}
+	h.set(hostname, v)
 }
 
 // lookup returns the most specific value for host: the exact name, else the longest wildcard
@@ -78,4 +74,41 @@ func NormalizeHost(host string) string {
 		}
 	}
 	return host
+}
+
+// clone returns a copy of h that can be changed without changing h.
+func (h *hostIndex[T]) clone() hostIndex[T] {
+	out := hostIndex[T]{exact: maps.Clone(h.exact), wild: maps.Clone(h.wild), any: h.any, hasAny: h.hasAny}
+	if out.exact == nil {
+		out.exact = map[string]T{}
+	}
+	if out.wild == nil {
+		out.wild = map[string]T{}
+	}
+	return out
+}
+
+// set stores v under a hostname pattern, replacing what is stored.
+func (h *hostIndex[T]) set(hostname string, v T) {
+	switch {
+	case hostname == "":
+		h.any, h.hasAny = v, true
+	case isWildcard(hostname):
+		h.wild[hostname[1:]] = v
+	default:
+		h.exact[hostname] = v
+	}
+}
+
+// del removes a hostname pattern.
+func (h *hostIndex[T]) del(hostname string) {
+	switch {
+	case hostname == "":
+		var zero T
+		h.any, h.hasAny = zero, false
+	case isWildcard(hostname):
+		delete(h.wild, hostname[1:])
+	default:
+		delete(h.exact, hostname)
+	}
 }

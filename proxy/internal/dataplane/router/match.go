@@ -45,7 +45,7 @@ func (pi *pathIndex) add(r *Route) {
 // Match returns the first route, in precedence order, whose hostname, path, method, headers and
 // query parameters fit the request, or nil. host must be normalized (see NormalizeHost).
 func (vh *VirtualHost) Match(host, method, path string, req Request) *Route {
-	m := matcher{method: method, path: path, req: req, best: math.MaxInt}
+	m := matcher{method: method, path: path, req: req, best: math.MaxInt64}
 	h := &vh.hosts
 	if pi, ok := h.exact[host]; ok {
 		m.index(pi)
@@ -72,7 +72,7 @@ func (vh *VirtualHost) Routes() []*Route { return vh.routes }
 type matcher struct {
 	method, path string
 	req          Request
-	best         int
+	best         int64
 	route        *Route
 }
 

@@ -19,8 +19,9 @@ const (
 type Route struct {
 	// Name is "<namespace>/<route>/<rule>/<match>", for logs and metrics.
 	Name string
-	// order is the route's position in its virtual host: lower wins.
-	order    int
+	// order ranks the route in its virtual host: lower wins. Orders are spaced (see
+	// orderGap) so that Update can insert a route between two others without renumbering.
+	order    int64
 	hostname string
 	path     valueMatch
 	method   string
@@ -45,6 +46,9 @@ type Route struct {
 	// Stats is free for the data plane to keep per-route state in (metric handles); the router
 	// never reads it.
 	Stats any
+	// refs names the clusters the route's backends and mirrors name, present or not: the
+	// route compiles differently when one of them comes or goes.
+	refs []string
 }
 
 type valueMatch struct {
@@ -56,7 +60,7 @@ type valueMatch struct {
 
 // Backend is one weighted destination. Exactly one of Cluster and ErrorStatus is set.
 type Backend struct {
-	Cluster     *Cluster
+	Cluster     *ClusterRef
 	Weight      uint32
 	ErrorStatus int
 	cumulative  uint64
@@ -101,7 +105,7 @@ type Redirect struct {
 
 // Mirror copies Numerator out of Denominator requests to Cluster, ignoring the replies.
 type Mirror struct {
-	Cluster     *Cluster
+	Cluster     *ClusterRef
 	Numerator   uint32
 	Denominator uint32
 }

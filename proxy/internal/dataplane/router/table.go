@@ -3,6 +3,8 @@ package router
 import (
 	"crypto/tls"
 	"slices"
+
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Protocol is what a port accepts.
@@ -22,13 +24,31 @@ func (p Protocol) String() string {
 }
 
 // Table is one compiled resource set. It is immutable once built and safe for any number of
-// concurrent readers.
+// concurrent readers. A table that Update derives from another shares with it every compiled
+// piece whose resource did not change.
 type Table struct {
-	ports    map[uint32]*Port
+	ports map[uint32]*Port
+	// clusters is indexed by slot (Cluster.Index); a slot whose cluster left is nil until a new
+	// cluster takes it.
 	clusters []*Cluster
 	// Skipped lists the listeners that were not given a port because another listener with a
 	// different protocol holds it (see Port).
 	Skipped []string
+
+	// What Update reuses, by resource name.
+	listeners    map[string]*compiledListener
+	clusterNames map[string]*Cluster
+	certificates map[string]*Certificate
+}
+
+// compiledListener is one Listener resource: its virtual hosts are compiled even when the
+// listener is skipped.
+type compiledListener struct {
+	name   string
+	src    *anypb.Any
+	port   uint32
+	proto  Protocol
+	vhosts []*VirtualHost
 }
 
 // Port is one bound port. Several Gateways of the shared pool may listen on the same port with
@@ -43,6 +63,8 @@ type Port struct {
 	hosts     hostIndex[*VirtualHost]
 	// defaultHost serves the certificates of a handshake whose server name matches nothing.
 	defaultHost *VirtualHost
+	// members are the listeners on the port, skipped ones included, in name order.
+	members []*compiledListener
 }
 
 // VirtualHost is one Gateway listener section on a port.
@@ -54,16 +76,25 @@ type VirtualHost struct {
 	Certificates []*Certificate
 	routes       []*Route
 	hosts        hostIndex[*pathIndex]
+	// src is the virtual host's encoding and spans locate each route's encoding in it, so
+	// Update recompiles only the routes whose bytes changed; src is nil when the encoding could
+	// not be split (Update then recompiles the virtual host whenever its listener changes).
+	src   []byte
+	spans []span
+	// refs counts the routes naming each cluster, present or not.
+	refs map[string]int
 }
 
 // Certificate is a parsed TLS certificate with its key.
 type Certificate struct {
 	Name string
 	TLS  *tls.Certificate
+	src  *anypb.Any
 }
 
-// Cluster is a set of endpoints. Index is the cluster's position in Table.Clusters, stable for
-// one table, so per-cluster state can live in a slice.
+// Cluster is a set of endpoints. Index is the cluster's slot in Table.Clusters, so per-cluster
+// state can live in a slice. A cluster keeps its slot in every table Update derives while it
+// stays in the set, whatever its endpoints do.
 type Cluster struct {
 	Name      string
 	Index     int
@@ -73,6 +104,23 @@ type Cluster struct {
 	H2C bool
 	// TLS, when set, says the endpoints are reached over TLS only, as it describes.
 	TLS *BackendTLS
+	src *anypb.Any
+	ref *ClusterRef
+}
+
+// ClusterRef is how a route names a cluster of its table: Index is the cluster's slot. It
+// outlives changes of the cluster's endpoints, so routes need not be recompiled for them; the
+// cluster itself is Table.Cluster(ref).
+type ClusterRef struct {
+	Name  string
+	Index int
+	// names is []string{Name} with capacity one, the refs of the routes naming only this
+	// cluster.
+	names []string
+}
+
+func newClusterRef(name string, index int) *ClusterRef {
+	return &ClusterRef{Name: name, Index: index, names: []string{name}[:1:1]}
 }
 
 // Endpoint is one address to forward to.
@@ -97,8 +145,14 @@ func (t *Table) Ports() []*Port {
 	return out
 }
 
-// Clusters returns the clusters by Index; the slice must not be modified.
+// Clusters returns the clusters by Index, nil at a free slot; the slice must not be modified.
 func (t *Table) Clusters() []*Cluster { return t.clusters }
+
+// ClusterCount returns the number of clusters.
+func (t *Table) ClusterCount() int { return len(t.clusterNames) }
+
+// Cluster returns the cluster a route's backend or mirror names.
+func (t *Table) Cluster(ref *ClusterRef) *Cluster { return t.clusters[ref.Index] }
 
 // Routes returns the number of routes in the table.
 func (t *Table) Routes() int {

@@ -84,11 +84,18 @@ type Endpoint struct {
 	TLS  *http.Transport
 	h2c  atomic.Pointer[http.Transport]
 	opts *Options
+	// key is the endpoint's key in Pool.clients: its address, with the TLS settings' key for
+	// an endpoint of a cluster with backend TLS.
+	key string
+	// users counts the clusters of built sets that hold the endpoint; guarded by Pool.mu.
+	users int
 }
 
 // Set is the clusters of one routing table, indexed like Table.Clusters.
 type Set struct {
 	clusters []*Cluster
+	// from holds the compiled cluster each cluster was built from.
+	from []*router.Cluster
 }
 
 // Cluster hands out its endpoints round-robin.
@@ -105,37 +112,52 @@ type Cluster struct {
 	next       atomic.Uint32
 }
 
-// Build returns the clusters of table, reusing the pool's transports for every endpoint address
-// already known.
-func (p *Pool) Build(table *router.Table) *Set {
+// Build returns the clusters of table. A cluster prev (nil for none) built from the same
+// compiled cluster, which a table Update derived shares with its predecessor, is shared with
+// its round-robin position; the others are built, reusing the pool's transports for every
+// endpoint address already known. Every Build is followed by one Retire(prev, built) once the
+// set serves.
+func (p *Pool) Build(prev *Set, table *router.Table) *Set {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := &Set{clusters: make([]*Cluster, len(table.Clusters()))}
-	for i, rc := range table.Clusters() {
-		c := &Cluster{Name: rc.Name, H2C: rc.H2C, endpoints: make([]*Endpoint, 0, len(rc.Endpoints))}
-		if rc.TLS != nil {
-			c.TLS, c.H2, c.FailClosed = true, rc.TLS.HTTP2, rc.TLS.FailClosed
+	rcs := table.Clusters()
+	s := &Set{clusters: make([]*Cluster, len(rcs)), from: rcs}
+	for i, rc := range rcs {
+		switch {
+		case rc == nil:
+		case prev != nil && i < len(prev.from) && prev.from[i] == rc:
+			s.clusters[i] = prev.clusters[i]
+		default:
+			s.clusters[i] = p.build(rc)
 		}
-		for _, ep := range rc.Endpoints {
-			if c.FailClosed {
-				break
-			}
-			if rc.TLS != nil {
-				c.endpoints = append(c.endpoints, p.tlsEndpoint(ep.Address, rc.TLS))
-				continue
-			}
-			c.endpoints = append(c.endpoints, p.endpoint(ep.Address))
-		}
-		s.clusters[i] = c
 	}
 	return s
+}
+
+// build returns the cluster of rc, with the pool's endpoints. A fail-closed cluster gets none.
+func (p *Pool) build(rc *router.Cluster) *Cluster {
+	c := &Cluster{Name: rc.Name, H2C: rc.H2C, endpoints: make([]*Endpoint, 0, len(rc.Endpoints))}
+	if rc.TLS != nil {
+		c.TLS, c.H2, c.FailClosed = true, rc.TLS.HTTP2, rc.TLS.FailClosed
+	}
+	for _, ep := range rc.Endpoints {
+		switch {
+		case c.FailClosed:
+			return c
+		case rc.TLS != nil:
+			c.endpoints = append(c.endpoints, p.tlsEndpoint(ep.Address, rc.TLS))
+		default:
+			c.endpoints = append(c.endpoints, p.endpoint(ep.Address))
+		}
+	}
+	return c
 }
 
 func (p *Pool) endpoint(addr string) *Endpoint {
 	if ep, ok := p.clients[addr]; ok {
 		return ep
 	}
-	ep := &Endpoint{Address: addr, opts: &p.opts}
+	ep := &Endpoint{Address: addr, opts: &p.opts, key: addr}
 	ep.HTTP1 = ep.transport(nil)
 	p.clients[addr] = ep
 	return ep
@@ -149,7 +171,7 @@ func (p *Pool) tlsEndpoint(addr string, t *router.BackendTLS) *Endpoint {
 	if ep, ok := p.clients[key]; ok {
 		return ep
 	}
-	ep := &Endpoint{Address: addr, opts: &p.opts}
+	ep := &Endpoint{Address: addr, opts: &p.opts, key: key}
 	var protocols http.Protocols
 	if t.HTTP2 {
 		protocols.SetHTTP2(true)
@@ -201,21 +223,31 @@ func (ep *Endpoint) H2C() *http.Transport {
 	return t
 }
 
-// Retire closes the idle connections of every endpoint that current no longer uses and forgets
-// it; requests still running on such an endpoint finish on their connection.
-func (p *Pool) Retire(current *Set) {
+// Retire forgets the clusters of prev (nil for none) that current, built from prev, does not
+// share, and closes the idle connections of every endpoint no cluster holds any more and
+// forgets it; requests still running on such an endpoint finish on their connection.
+func (p *Pool) Retire(prev, current *Set) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	used := map[*Endpoint]bool{}
-	for _, c := range current.clusters {
-		for _, ep := range c.endpoints {
-			used[ep] = true
+	for i, c := range current.clusters {
+		if c != nil && (prev == nil || i >= len(prev.clusters) || prev.clusters[i] != c) {
+			for _, ep := range c.endpoints {
+				ep.users++
+			}
 		}
 	}
-	for addr, ep := range p.clients {
-		if !used[ep] {
-			ep.close()
-			delete(p.clients, addr)
+	if prev == nil {
+		return
+	}
+	for i, c := range prev.clusters {
+		if c == nil || i < len(current.clusters) && current.clusters[i] == c {
+			continue
+		}
+		for _, ep := range c.endpoints {
+			if ep.users--; ep.users == 0 {
+				ep.close()
+				delete(p.clients, ep.key)
+			}
 		}
 	}
 }
