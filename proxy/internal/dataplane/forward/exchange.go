@@ -65,21 +65,44 @@ func (r *routed) Query(name string) (string, bool) {
 	return vs[0], true
 }
 
-// match finds the route of the request, or nil.
-func (x *exchange) match() *router.Route {
+// match finds the route of the request, or nil. On an HTTPS port it returns misdirected, and
+// no route, when the request's host selects another virtual host than the handshake's server
+// name does (see misdirected).
+func (x *exchange) match() (route *router.Route, misdirected bool) {
 	if x.state == nil {
-		return nil
+		return nil, false
 	}
 	p, ok := x.state.Table.Port(x.listener.Port)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	x.host = router.NormalizeHost(x.r.Host)
 	vh, ok := p.VirtualHost(x.host)
 	if !ok {
-		return nil
+		return nil, false
 	}
-	return vh.Match(x.host, x.r.Method, x.matchPath, (*routed)(x))
+	if x.misdirected(p, vh) {
+		return nil, true
+	}
+	return vh.Match(x.host, x.r.Method, x.matchPath, (*routed)(x)), false
+}
+
+// misdirected says whether a request that selects vh arrived on a TLS connection negotiated for
+// another virtual host (Gateway listener) of port p, which calls for 421 (RFC 9110 15.5.20):
+// a client may reuse a connection for any name its certificate covers, and the Gateway API has
+// the listener chosen by the server name answer only for its own hostnames. The server name
+// selects a virtual host by the rules the Host does (exact, then the longest wildcard, then the
+// catch-all), looked up in the same table as the Host so that both answers are of one table;
+// virtual hosts are compared by identity, so listeners sharing a certificate are still told
+// apart. A handshake without a server name matches only the catch-all, as a listener hostname
+// cannot match an absent name; one whose name selects no virtual host was negotiated for none,
+// and every request on it that selects one is misdirected.
+func (x *exchange) misdirected(p *router.Port, vh *router.VirtualHost) bool {
+	if x.r.TLS == nil || p.Protocol != router.HTTPS {
+		return false
+	}
+	negotiated, _ := p.VirtualHost(router.NormalizeHost(x.r.TLS.ServerName))
+	return negotiated != vh
 }
 
 // extendSend moves the deadline of the next write to the client SendTimeout ahead. The

@@ -163,9 +163,13 @@ func (h *Handler) answer(x *exchange) int {
 	if status, reason := x.validate(); status != 0 {
 		return x.refuse(status, reason)
 	}
-	x.route = x.match()
-	r := x.route
+	r, misdirected := x.match()
+	x.route = r
 	switch {
+	case misdirected:
+		// The connection stays open: it still serves the listener it was negotiated for, and
+		// the client retries elsewhere on a new one (RFC 9110 15.5.20, RFC 9113 9.1.2).
+		return x.refuse(http.StatusMisdirectedRequest, reasonMisdirected)
 	case r == nil:
 		return x.fail(http.StatusNotFound)
 	case r.Redirect != nil:

@@ -16,6 +16,7 @@ const (
 	reasonUserinfo         = "userinfo_in_target"
 	reasonBadHost          = "bad_host"
 	reasonBadPath          = "bad_path"
+	reasonMisdirected      = "misdirected_request"
 	reasonContentLength    = "content_length_mismatch"
 	reasonHeaderCount      = "too_many_headers"
 	reasonHeaderBytes      = "headers_too_large"

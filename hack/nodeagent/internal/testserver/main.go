@@ -1,0 +1,114 @@
+// Command testserver is the node agent test's workload: an HTTP server that reports what its
+// pod sees (a file's content, an environment variable, its process id, another address) and, by flag,
+// misbehaves: exits early, fails its health check, or ignores SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func main() {
+	addr := flag.String("listen", ":8080", "listen address")
+	exitAfter := flag.Duration("exit-after", 0, "exit this long after the start (0: never)")
+	exitCode := flag.Int("exit-code", 3, "exit code of -exit-after")
+	failAfter := flag.Duration("fail-healthz-after", 0, "answer /healthz with 500 this long after the start (0: never)")
+	ignoreTerm := flag.Bool("ignore-sigterm", false, "keep serving on SIGTERM")
+	probe := flag.String("get", "", "GET this URL and exit 0 on a 2xx answer, 1 otherwise, instead of serving (an exec probe)")
+	flag.Parse()
+	if *probe != "" {
+		os.Exit(get(*probe))
+	}
+	start := time.Now()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if *failAfter > 0 && time.Since(start) > *failAfter {
+			http.Error(w, "failing on purpose", http.StatusInternalServerError)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/pid", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprint(w, strconv.Itoa(os.Getpid())) })
+	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprint(w, os.Getenv(r.URL.Query().Get("name")))
+	})
+	mux.HandleFunc("/file", func(w http.ResponseWriter, r *http.Request) {
+		data, err := os.ReadFile(r.URL.Query().Get("path"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write(data)
+	})
+	mux.HandleFunc("/fetch", func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, r.URL.Query().Get("url"), http.NoBody)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(w, resp.Body)
+	})
+	mux.HandleFunc("/write", func(w http.ResponseWriter, r *http.Request) {
+		if err := os.WriteFile(r.URL.Query().Get("path"), []byte(r.URL.Query().Get("data")), 0o600); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+	if *exitAfter > 0 {
+		time.AfterFunc(*exitAfter, func() { os.Exit(*exitCode) })
+	}
+	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	signals := []os.Signal{syscall.SIGTERM, syscall.SIGINT}
+	if *ignoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+		signals = signals[1:]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), signals...)
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	err := srv.ListenAndServe()
+	stop()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func get(url string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		fmt.Fprintln(os.Stderr, resp.Status)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,128 @@
+// Command nodeagent is a node of a local Kubernetes cluster without a container runtime: it
+// registers a Node, binds unscheduled pods to it and runs their containers as local processes,
+// each pod in its own network namespace on a bridge, chrooted into a directory holding the
+// binary its image stands for and its volumes. Run it inside a private user and network
+// namespace (unshare --user --map-root-user --net --pid --fork); it refuses a network
+// namespace with a route out. See docs/local-cluster.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"coxswain.dev/coxswain/hack/nodeagent/internal/image"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/node"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/pod"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
+)
+
+// version is reported as the Node's kubelet version.
+const version = "v1.36.3-coxswain-node-agent"
+
+type options struct {
+	kubeconfig, nodeName, images, stateDir, podCIDR, bridge, apiServer string
+	restartBackoff, maxRestartBackoff, leaseDuration, volumeRefresh    time.Duration
+	verbose                                                            bool
+}
+
+func main() {
+	if sandbox.Main(os.Args) {
+		return
+	}
+	var o options
+	hostname, _ := os.Hostname()
+	flag.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the API server (an identity that may bind pods and write Node and pod status)")
+	flag.StringVar(&o.nodeName, "node-name", hostname, "name of the Node to register")
+	flag.StringVar(&o.images, "images", "", "image map file: one `IMAGE PATH` pair a line (required)")
+	flag.StringVar(&o.stateDir, "state-dir", filepath.Join(os.TempDir(), "coxswain-node-agent"), "directory for pod roots, volumes and logs")
+	flag.StringVar(&o.podCIDR, "pod-cidr", "10.244.0.0/24", "IPv4 range of pod addresses; its first address goes on the bridge")
+	flag.StringVar(&o.bridge, "bridge", "cxbr0", "name of the bridge to create")
+	flag.StringVar(&o.apiServer, "pod-api-server", "", "host:port pods reach the API server on (KUBERNETES_SERVICE_HOST/PORT); empty leaves them unset")
+	flag.DurationVar(&o.restartBackoff, "restart-backoff", 10*time.Second, "first delay before a container restart")
+	flag.DurationVar(&o.maxRestartBackoff, "max-restart-backoff", 5*time.Minute, "longest delay before a container restart")
+	flag.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "node Lease duration; renewed every quarter of it")
+	flag.DurationVar(&o.volumeRefresh, "volume-refresh", time.Minute, "how often Secret, ConfigMap and downward API volumes are rewritten")
+	flag.BoolVar(&o.verbose, "v", false, "log at V(1)")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	if o.images == "" {
+		return errors.New("--images is required")
+	}
+	zc := zap.NewDevelopmentConfig()
+	if !o.verbose {
+		zc.Level = zap.NewAtomicLevelAt(zap.InfoLevel)
+	}
+	zl, err := zc.Build()
+	if err != nil {
+		return fmt.Errorf("logger: %w", err)
+	}
+	log := zapr.NewLogger(zl)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	images, err := image.Load(o.images)
+	if err != nil {
+		return err
+	}
+	prefix, err := netip.ParsePrefix(o.podCIDR)
+	if err != nil {
+		return fmt.Errorf("--pod-cidr: %w", err)
+	}
+	network, err := sandbox.SetUpNetwork(ctx, o.bridge, prefix)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own binary: %w", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "coxswain-node-agent"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	heartbeat := node.New(client, node.Config{
+		Name: o.nodeName, Address: network.Gateway().String(), PodCIDR: prefix.Masked().String(),
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("8"),
+			corev1.ResourceMemory: resource.MustParse("16Gi"),
+			corev1.ResourcePods:   resource.MustParse("110"),
+		},
+		Version: version, LeaseDuration: o.leaseDuration,
+	}, log)
+	if err := heartbeat.Register(ctx); err != nil {
+		return err
+	}
+	go heartbeat.Run(ctx)
+	pods := pod.New(client, pod.Config{
+		Node: o.nodeName, StateDir: o.stateDir, Self: self, Images: images, Network: network,
+		RestartBackoff: o.restartBackoff, MaxRestartBackoff: o.maxRestartBackoff,
+		APIServer: o.apiServer, VolumeRefresh: o.volumeRefresh,
+	}, log)
+	return pods.Run(ctx)
+}

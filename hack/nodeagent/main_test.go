@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test runs inside private user, network and PID namespaces: outside, TestMain compiles
+// the agent and the test workload and re-executes this test binary under unshare; inside, it
+// brings the loopback up with the API server's address and checks that no route leads out.
+// Every pod and bridge address then lives in a namespace that cannot reach the host's network,
+// and the PID namespace takes every process of the test down with it.
+const (
+	envInNamespace = "COXSWAIN_NODEAGENT_TEST_NAMESPACE"
+	envAgent       = "COXSWAIN_NODEAGENT_TEST_AGENT"
+	envServer      = "COXSWAIN_NODEAGENT_TEST_SERVER"
+	envAssets      = "COXSWAIN_NODEAGENT_TEST_ASSETS"
+	// apiAddress is the API server's advertised address, on the namespace's loopback.
+	apiAddress = "198.18.0.1"
+)
+
+// unshareArgs: a user namespace mapping us to root, a network namespace with nothing but a
+// loopback, a PID namespace with a /proc of its own (the agent finds pod namespaces through
+// /proc/<pid>) in a mount namespace of its own; --kill-child ends the tree with unshare.
+var unshareArgs = []string{"--user", "--map-root-user", "--net", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child"}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envInNamespace) == "1" {
+		if err := setUpNamespace(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		code := m.Run()
+		if err := stopCluster(); err != nil {
+			fmt.Fprintf(os.Stderr, "nodeagent test: stop cluster: %v\n", err)
+			code = 1
+		}
+		os.Exit(code)
+	}
+	os.Exit(enterNamespaces())
+}
+
+func enterNamespaces() int {
+	ctx := context.Background()
+	assets, err := assetsDir()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent test: %v\n", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "coxswain-nodeagent-test-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent test: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir) //nolint:errcheck // a temporary directory
+	agent, server := filepath.Join(dir, "nodeagent"), filepath.Join(dir, "testserver")
+	// The workload runs chrooted with nothing but its binary: it must be static. The agent runs
+	// outside the chroot and builds as the test does, sharing its build cache.
+	// COXSWAIN_NODEAGENT_TEST_RACE=1 builds the agent with the race detector.
+	race := ""
+	if os.Getenv("COXSWAIN_NODEAGENT_TEST_RACE") == "1" {
+		race = "-race"
+	}
+	for _, b := range [][4]string{{agent, ".", "", race}, {server, "./internal/testserver", "CGO_ENABLED=0", ""}} {
+		cmd := exec.CommandContext(ctx, "go", slices.DeleteFunc([]string{"build", b[3], "-o", b[0], b[1]}, func(s string) bool { return s == "" })...)
+		cmd.Env = append(os.Environ(), b[2])
+		if b[2] == "" {
+			cmd.Env = os.Environ()
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "nodeagent test: build %s: %v\n%s", b[1], err, out)
+			return 1
+		}
+	}
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent test: %v\n", err)
+		return 1
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent test: %v\n", err)
+		return 1
+	}
+	cmd := exec.CommandContext(ctx, "unshare", slices.Concat(unshareArgs, []string{"--", self}, os.Args[1:])...)
+	cmd.Env = append(withoutProxySettings(os.Environ()), envInNamespace+"=1", envAgent+"="+agent,
+		envServer+"="+server, envAssets+"="+assets, "TMPDIR="+tmp)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent test: re-execute under unshare (needs util-linux and user namespaces): %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// assetsDir is KUBEBUILDER_ASSETS, or bin/k8s of the repository (hack/k8s-assets.sh).
+func assetsDir() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(wd, "..", "..", "bin", "k8s")
+	if _, err := os.Stat(filepath.Join(dir, "kube-controller-manager")); err != nil {
+		return "", fmt.Errorf("no control plane binaries in %s: run hack/k8s-assets.sh or set KUBEBUILDER_ASSETS", dir)
+	}
+	return filepath.Abs(dir)
+}
+
+func withoutProxySettings(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch strings.ToUpper(name) {
+		case "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// setUpNamespace refuses to run unless only a loopback exists, brings it up with apiAddress
+// and checks that no route leads out.
+func setUpNamespace(ctx context.Context) error {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return fmt.Errorf("list interfaces: %w", err)
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagLoopback == 0 {
+			return fmt.Errorf("interface %s exists: this is not a private network namespace, refusing to run", ifc.Name)
+		}
+	}
+	for _, args := range [][]string{{"link", "set", "lo", "up"}, {"addr", "add", apiAddress + "/32", "dev", "lo"}} {
+		if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		}
+	}
+	conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "udp", "192.0.2.1:9")
+	if err == nil {
+		_ = conn.Close()
+		return errors.New("the network namespace has a route out, refusing to run")
+	}
+	if !errors.Is(err, syscall.ENETUNREACH) {
+		return fmt.Errorf("check that no route leads out: %w", err)
+	}
+	return nil
+}
