@@ -50,14 +50,14 @@ type GatewayAPIReconciler struct {
 	changes rebuild.Changes
 
 	afterRebuild func(rebuild.Input, rebuild.Result, error) // tests observe rebuilds here
-	// refs keeps the Services and Secrets the latest cluster state references: a change of any
-	// other Service, EndpointSlice or Secret triggers no rebuild.
+	// refs keeps the Services, Secrets and ConfigMaps the latest cluster state references: a
+	// change of any other Service, EndpointSlice, Secret or ConfigMap triggers no rebuild.
 	refs rebuild.ReferenceFilter
 }
 
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=services;secrets;namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants;backendtlspolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status;backendtlspolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=services;secrets;namespaces;configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=gateway.coxswain.dev,resources=coxswaingatewayparameters,verbs=get;list;watch
@@ -147,6 +147,8 @@ func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gwapiv1.Gateway{}, r.on("Gateway"), spec).
 		Watches(&gwapiv1.HTTPRoute{}, r.on("HTTPRoute"), spec).
 		Watches(&gwapiv1.ReferenceGrant{}, r.on("ReferenceGrant"), spec).
+		Watches(&gwapiv1.BackendTLSPolicy{}, r.on("BackendTLSPolicy"), spec).
+		Watches(&corev1.ConfigMap{}, r.on("ConfigMap"), referenced).
 		Watches(&corev1.Service{}, r.on("Service"), referenced).
 		Watches(&appsv1.Deployment{}, r.on("Deployment"), builder.WithPredicates(proxyDeployment)).
 		Watches(&discoveryv1.EndpointSlice{}, r.on("EndpointSlice"), referenced).

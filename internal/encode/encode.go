@@ -8,6 +8,7 @@ import (
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/snapshot"
 )
 
@@ -83,7 +84,7 @@ func Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
 
 // Cluster converts a cluster.
 func Cluster(c *snapshot.Cluster) *discoveryv1.Cluster {
-	out := &discoveryv1.Cluster{Name: c.Name, UpstreamProtocol: upstreamProtocol(c.Protocol)}
+	out := &discoveryv1.Cluster{Name: c.Name, UpstreamProtocol: upstreamProtocol(c.Protocol), Tls: backendTLS(c.TLS)}
 	for _, ep := range c.Endpoints {
 		out.Endpoints = append(out.Endpoints, &discoveryv1.Endpoint{Address: ep.Address, Port: uint32(ep.Port)}) //nolint:gosec // ports are 1-65535
 	}
@@ -91,10 +92,34 @@ func Cluster(c *snapshot.Cluster) *discoveryv1.Cluster {
 }
 
 func upstreamProtocol(p snapshot.UpstreamProtocol) discoveryv1.UpstreamProtocol {
-	if p == snapshot.UpstreamH2C {
+	switch p {
+	case snapshot.UpstreamH2C:
 		return discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2C
+	case snapshot.UpstreamH2:
+		return discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2
 	}
 	return discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_HTTP1
+}
+
+// backendTLS converts a cluster's TLS settings; nil stays nil (plaintext).
+func backendTLS(t *graph.BackendTLS) *discoveryv1.BackendTLS {
+	if t == nil {
+		return nil
+	}
+	out := &discoveryv1.BackendTLS{
+		ServerName:        t.Hostname,
+		CaCertificatesPem: []byte(t.CACertificates),
+		SystemRoots:       t.SystemRoots,
+		FailClosed:        t.FailClosed,
+	}
+	for _, san := range t.SubjectAltNames {
+		if san.URI != "" {
+			out.SubjectAltNames = append(out.SubjectAltNames, &discoveryv1.SubjectAltName{Name: &discoveryv1.SubjectAltName_Uri{Uri: san.URI}})
+			continue
+		}
+		out.SubjectAltNames = append(out.SubjectAltNames, &discoveryv1.SubjectAltName{Name: &discoveryv1.SubjectAltName_Hostname{Hostname: san.Hostname}})
+	}
+	return out
 }
 
 // Certificate converts a TLS secret; this is where the private key leaves its redacting type.

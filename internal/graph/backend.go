@@ -115,6 +115,9 @@ type Cluster struct {
 	// AppProtocol is the Service port's appProtocol, as written; empty when unset.
 	AppProtocol string
 	Endpoints   []Endpoint
+	// TLS is set when a BackendTLSPolicy selects the Service port: its endpoints are reached
+	// over TLS only.
+	TLS *BackendTLS
 }
 
 // Endpoint is a ready address and target port of a cluster.
@@ -127,9 +130,12 @@ func (b *builder) buildClusters() []*Cluster {
 	out := make([]*Cluster, 0, len(b.clusters))
 	for key := range b.clusters {
 		svc := b.cs.Services[types.NamespacedName{Namespace: key.Namespace, Name: key.Name}]
-		out = append(out, &Cluster{
-			Key: key, AppProtocol: deref(servicePort(svc, key.Port).AppProtocol), Endpoints: b.endpoints(key),
-		})
+		sp := servicePort(svc, key.Port)
+		c := &Cluster{Key: key, AppProtocol: deref(sp.AppProtocol), Endpoints: b.endpoints(key)}
+		if p := b.backendTLS(key, sp); p != nil {
+			c.TLS = p.TLS
+		}
+		out = append(out, c)
 	}
 	slices.SortFunc(out, func(x, y *Cluster) int { return x.Key.Compare(y.Key) })
 	return out

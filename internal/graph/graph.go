@@ -51,6 +51,8 @@ type Graph struct {
 	HTTPRoutes []*HTTPRoute
 	// Clusters are the Service ports that attached routes reference, with their ready endpoints.
 	Clusters []*Cluster
+	// BackendTLSPolicies are every BackendTLSPolicy, with the Gateways they report to.
+	BackendTLSPolicies []*BackendTLSPolicy
 }
 
 // Build resolves the cluster state into a Graph. It never fails: a user's mistake becomes a
@@ -66,7 +68,9 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 		gw.finish()
 	}
 	allocateSharedPorts(g.Gateways, b.cs.Services, b.opts.Namespace)
+	g.BackendTLSPolicies = b.buildBackendTLSPolicies()
 	g.Clusters = b.buildClusters()
+	recordAncestors(g.Gateways, g.BackendTLSPolicies, b.cs.Services)
 	return g
 }
 
@@ -80,6 +84,8 @@ type builder struct {
 	slices   map[types.NamespacedName][]types.NamespacedName
 	clusters map[ClusterKey]bool
 	keyPairs map[types.NamespacedName]string
+	// policies maps each BackendTLSPolicy target to the policy that wins it.
+	policies map[policyTarget]*BackendTLSPolicy
 }
 
 func newBuilder(cs *state.ClusterState, opts Options) *builder {
@@ -92,6 +98,7 @@ func newBuilder(cs *state.ClusterState, opts Options) *builder {
 		slices:   indexEndpointSlices(cs),
 		clusters: map[ClusterKey]bool{},
 		keyPairs: map[types.NamespacedName]string{},
+		policies: map[policyTarget]*BackendTLSPolicy{},
 	}
 }
 

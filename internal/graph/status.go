@@ -11,6 +11,18 @@ type Status struct {
 	GatewayClasses []GatewayClassStatus `json:"gatewayClasses,omitempty"`
 	Gateways       []GatewayStatus      `json:"gateways,omitempty"`
 	HTTPRoutes     []HTTPRouteStatus    `json:"httpRoutes,omitempty"`
+	// BackendTLSPolicies holds every policy, with no ancestors when no Gateway of ours uses
+	// its targets, so the writer can remove the entries we wrote before.
+	BackendTLSPolicies []BackendTLSPolicyStatus `json:"backendTLSPolicies,omitempty"`
+}
+
+// BackendTLSPolicyStatus holds the ancestor statuses we own for a policy: one per Gateway of
+// ours whose routes use a Service port it selects. The writer replaces the entries whose
+// controllerName is ours and keeps the others.
+type BackendTLSPolicyStatus struct {
+	Namespace string                         `json:"namespace"`
+	Name      string                         `json:"name"`
+	Ancestors []gwapiv1.PolicyAncestorStatus `json:"ancestors,omitempty"`
 }
 
 // GatewayClassStatus is the computed status of one of our GatewayClasses.
@@ -50,6 +62,9 @@ func (g *Graph) Status() Status {
 	}
 	for _, r := range g.HTTPRoutes {
 		out.HTTPRoutes = append(out.HTTPRoutes, r.status(g.ControllerName))
+	}
+	for _, p := range g.BackendTLSPolicies {
+		out.BackendTLSPolicies = append(out.BackendTLSPolicies, p.status(g.ControllerName))
 	}
 	return out
 }

@@ -54,6 +54,8 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 		gateways   gwapiv1.GatewayList
 		routes     gwapiv1.HTTPRouteList
 		grants     gwapiv1.ReferenceGrantList
+		policies   gwapiv1.BackendTLSPolicyList
+		configMaps corev1.ConfigMapList
 		services   corev1.ServiceList
 		slices     discoveryv1.EndpointSliceList
 		secrets    corev1.SecretList
@@ -62,7 +64,7 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 		proxies    appsv1.DeploymentList
 	)
 	params.SetGroupVersionKind(GatewayParametersGVK.GroupVersion().WithKind(GatewayParametersGVK.Kind + "List"))
-	for _, list := range []client.ObjectList{&classes, &gateways, &routes, &grants, &services, &slices, &secrets, &namespaces, &params, &proxies} {
+	for _, list := range []client.ObjectList{&classes, &gateways, &routes, &grants, &policies, &configMaps, &services, &slices, &secrets, &namespaces, &params, &proxies} {
 		if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			return Input{}, fmt.Errorf("list %T: %w", list, err)
 		}
@@ -71,6 +73,8 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 	fill(cs.Gateways, gateways.Items)
 	fill(cs.HTTPRoutes, routes.Items)
 	fill(cs.ReferenceGrants, grants.Items)
+	fill(cs.BackendTLSPolicies, policies.Items)
+	fill(cs.ConfigMaps, configMaps.Items)
 	fill(cs.Services, services.Items)
 	fill(cs.EndpointSlices, slices.Items)
 	fill(cs.Namespaces, namespaces.Items)

@@ -12,25 +12,30 @@ import (
 	"coxswain.dev/coxswain/internal/state"
 )
 
-// References are the Services and Secrets whose changes can change what a rebuild produces. Any
-// other Service, EndpointSlice or Secret may change without a rebuild: in a real cluster most of
-// them belong to workloads no route reaches, and their churn (endpoints above all) would
-// otherwise rebuild everything.
+// References are the Services, Secrets and ConfigMaps whose changes can change what a rebuild
+// produces. Any other Service, EndpointSlice, Secret or ConfigMap may change without a rebuild:
+// in a real cluster most of them belong to workloads no route reaches, and their churn
+// (endpoints above all) would otherwise rebuild everything.
 //
 // The set is a superset, computed from the cluster state without resolving anything, so it never
 // misses a reference the graph would follow: every backendRef and mirror backendRef of every
 // HTTPRoute, whichever Gateway it names and whether or not that Service exists yet (its
-// creation must resolve the route); every certificateRef of every Gateway listener; and the
-// proxies' own Services (labelled ProxyLabel=ProxyLabelValue, or annotated as a shared pool
+// creation must resolve the route); every certificateRef of every Gateway listener; every
+// ConfigMap caCertificateRef of every BackendTLSPolicy; and the proxies' own Services (labelled ProxyLabel=ProxyLabelValue, or annotated as a shared pool
 // Gateway's), which give Gateways their addresses and record the shared pool's internal ports.
 type References struct {
-	services map[types.NamespacedName]bool
-	secrets  map[types.NamespacedName]bool
+	services   map[types.NamespacedName]bool
+	secrets    map[types.NamespacedName]bool
+	configMaps map[types.NamespacedName]bool
 }
 
 // ReferencesOf returns the References of cs.
 func ReferencesOf(cs *state.ClusterState) References {
-	refs := References{services: map[types.NamespacedName]bool{}, secrets: map[types.NamespacedName]bool{}}
+	refs := References{
+		services:   map[types.NamespacedName]bool{},
+		secrets:    map[types.NamespacedName]bool{},
+		configMaps: map[types.NamespacedName]bool{},
+	}
 	for key, route := range cs.HTTPRoutes {
 		for i := range route.Spec.Rules {
 			rule := &route.Spec.Rules[i]
@@ -50,6 +55,13 @@ func ReferencesOf(cs *state.ClusterState) References {
 				if (ref.Group == nil || *ref.Group == "") && (ref.Kind == nil || *ref.Kind == "Secret") {
 					refs.secrets[types.NamespacedName{Namespace: namespaceOr(ref.Namespace, key.Namespace), Name: string(ref.Name)}] = true
 				}
+			}
+		}
+	}
+	for key, p := range cs.BackendTLSPolicies {
+		for _, ref := range p.Spec.Validation.CACertificateRefs {
+			if ref.Group == "" && ref.Kind == "ConfigMap" {
+				refs.configMaps[types.NamespacedName{Namespace: key.Namespace, Name: string(ref.Name)}] = true
 			}
 		}
 	}
@@ -84,7 +96,7 @@ func namespaceOr(ns *gwapiv1.Namespace, def string) string {
 }
 
 // Matters reports whether a change of obj can change what a rebuild produces. Kinds other than
-// Service, EndpointSlice and Secret always matter.
+// Service, EndpointSlice, Secret and ConfigMap always matter.
 func (r References) Matters(obj any) bool {
 	switch o := obj.(type) {
 	case *corev1.Service:
@@ -93,6 +105,8 @@ func (r References) Matters(obj any) bool {
 		return r.services[types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}]
 	case *corev1.Secret:
 		return r.secrets[state.Key(o)]
+	case *corev1.ConfigMap:
+		return r.configMaps[state.Key(o)]
 	}
 	return true
 }

@@ -88,10 +88,21 @@ func TestReferencesNeverHideAChangeThatMatters(t *testing.T) {
 					}
 				}
 			}
+			for key, obj := range cs.ConfigMaps {
+				if !refs.Matters(obj) {
+					pruned := decode()
+					delete(pruned.ConfigMaps, key)
+					removed++
+					if got := output(t, pruned); !bytes.Equal(got, want) {
+						t.Errorf("removing ConfigMap %s, which References say does not matter, changed the output", key)
+					}
+				}
+			}
 			without := decode()
 			delete(without.Services, bystanderKey)
 			delete(without.EndpointSlices, bystanderKey)
 			delete(without.Secrets, bystanderKey)
+			delete(without.ConfigMaps, bystanderKey)
 			if got := output(t, without); !bytes.Equal(got, want) {
 				t.Error("the bystanders changed the output")
 			}
@@ -104,7 +115,8 @@ func TestReferencesNeverHideAChangeThatMatters(t *testing.T) {
 
 var bystanderKey = state.Key(&metav1.ObjectMeta{Namespace: "default", Name: "bystander"})
 
-// addBystanders adds a Service, its EndpointSlice and a TLS Secret that nothing references.
+// addBystanders adds a Service, its EndpointSlice, a TLS Secret and a ConfigMap holding a
+// ca.crt that nothing references.
 func addBystanders(cs *state.ClusterState) {
 	meta := metav1.ObjectMeta{Namespace: "default", Name: "bystander"}
 	cs.Services[bystanderKey] = &corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
@@ -116,9 +128,10 @@ func addBystanders(cs *state.ClusterState) {
 	slice.Labels = map[string]string{discoveryv1.LabelServiceName: "bystander"}
 	cs.EndpointSlices[bystanderKey] = slice
 	cs.Secrets[bystanderKey] = &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeTLS}
+	cs.ConfigMaps[bystanderKey] = &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"ca.crt": "not a certificate"}}
 }
 
-func TestReferencesCoverWhatRoutesAndListenersName(t *testing.T) {
+func TestReferencesCoverWhatRoutesListenersAndPoliciesName(t *testing.T) {
 	t.Parallel()
 	cs, err := state.Decode(bytes.NewReader([]byte(`
 apiVersion: gateway.networking.k8s.io/v1
@@ -152,6 +165,18 @@ spec:
       - type: RequestMirror
         requestMirror:
           backendRef: {name: backend-mirror, namespace: other, port: 80}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: p, namespace: app}
+spec:
+  targetRefs:
+  - {group: "", kind: Service, name: missing-yet}
+  validation:
+    hostname: backend.example.com
+    caCertificateRefs:
+    - {group: "", kind: ConfigMap, name: backend-ca}
+    - {group: "", kind: Secret, name: not-a-configmap}
 `)))
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +193,9 @@ spec:
 	}
 	secret := func(ns, name string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	configMap := func(ns, name string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	}
 	for _, tt := range []struct {
 		obj  any
@@ -188,6 +216,9 @@ spec:
 		{slice("app", "unrelated"), false},
 		{secret("app", "own-cert"), false},
 		{secret("infra", "unrelated"), false},
+		{configMap("app", "backend-ca"), true},
+		{configMap("other", "backend-ca"), false},
+		{configMap("app", "not-a-configmap"), false},
 	} {
 		if got := refs.Matters(tt.obj); got != tt.want {
 			t.Errorf("Matters(%T %v) = %v, want %v", tt.obj, tt.obj.(metav1.Object).GetName(), got, tt.want)

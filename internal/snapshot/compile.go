@@ -152,7 +152,7 @@ func (sb *scopeBuilder) fillClusters(all []*graph.Cluster) {
 		if !sb.clusters[name] {
 			continue
 		}
-		cl := &Cluster{Name: name, Protocol: upstreamProtocol(gc.AppProtocol)}
+		cl := &Cluster{Name: name, Protocol: upstreamProtocol(gc.AppProtocol, gc.TLS != nil), TLS: gc.TLS}
 		for _, ep := range gc.Endpoints {
 			cl.Endpoints = append(cl.Endpoints, Endpoint{Address: ep.Address, Port: ep.Port})
 		}
@@ -162,13 +162,21 @@ func (sb *scopeBuilder) fillClusters(all []*graph.Cluster) {
 
 // appProtocolH2C is the Kubernetes standard appProtocol of HTTP/2 over cleartext with prior
 // knowledge (KEP-3726), which Gateway API backend protocol selection (GEP-1911) honours.
-const appProtocolH2C = "kubernetes.io/h2c"
+// appProtocolH2 is the IANA name of HTTP/2 over TLS.
+const (
+	appProtocolH2C = "kubernetes.io/h2c"
+	appProtocolH2  = "h2"
+)
 
 // upstreamProtocol maps a Service port's appProtocol to what the proxy speaks to its endpoints.
 // WebSocket (kubernetes.io/ws, kubernetes.io/wss) starts as HTTP/1.1; any other value, known or
-// not, is not an error and gets HTTP/1.1 too.
-func upstreamProtocol(appProtocol string) UpstreamProtocol {
-	if appProtocol == appProtocolH2C {
+// not, is not an error and gets HTTP/1.1 too. A port with backend TLS is never cleartext: HTTP/2
+// (kubernetes.io/h2c or h2) is negotiated over TLS with ALPN.
+func upstreamProtocol(appProtocol string, withTLS bool) UpstreamProtocol {
+	switch {
+	case withTLS && (appProtocol == appProtocolH2C || appProtocol == appProtocolH2):
+		return UpstreamH2
+	case !withTLS && appProtocol == appProtocolH2C:
 		return UpstreamH2C
 	}
 	return UpstreamHTTP1

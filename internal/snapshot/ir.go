@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"coxswain.dev/coxswain/internal/graph"
 )
 
 // ScopeKind says which proxies a snapshot is for.
@@ -90,6 +92,9 @@ type Cluster struct {
 	Name      string           `json:"name"`
 	Protocol  UpstreamProtocol `json:"protocol"`
 	Endpoints []Endpoint       `json:"endpoints,omitempty"`
+	// TLS, when set, makes the proxy reach the endpoints over TLS only (BackendTLSPolicy). It
+	// holds public material only: a hostname, names and CA certificates.
+	TLS *graph.BackendTLS `json:"tls,omitempty"`
 }
 
 // UpstreamProtocol is the protocol a cluster's endpoints speak.
@@ -100,6 +105,8 @@ const (
 	UpstreamHTTP1 UpstreamProtocol = "HTTP/1.1"
 	// UpstreamH2C is HTTP/2 without TLS, with prior knowledge.
 	UpstreamH2C UpstreamProtocol = "H2C"
+	// UpstreamH2 is HTTP/2 over TLS, negotiated with ALPN h2; only with backend TLS.
+	UpstreamH2 UpstreamProtocol = "H2"
 )
 
 // Endpoint is one ready address and target port.

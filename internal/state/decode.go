@@ -58,6 +58,10 @@ func (cs *ClusterState) add(doc []byte) error {
 		return decodeInto(doc, cs.HTTPRoutes)
 	case "ReferenceGrant":
 		return decodeInto(doc, cs.ReferenceGrants)
+	case "BackendTLSPolicy":
+		return decodeInto(doc, cs.BackendTLSPolicies)
+	case "ConfigMap":
+		return decodeInto(doc, cs.ConfigMaps)
 	case "Service":
 		return decodeInto(doc, cs.Services)
 	case "EndpointSlice":

@@ -51,7 +51,7 @@ func TestDecodeRejects(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, in, want string }{
 		{"an unknown field", "apiVersion: v1\nkind: Service\nmetadata:\n  name: a\nspec:\n  portz: []\n", "unknown field"},
-		{"an unsupported kind", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n", "unsupported kind"},
+		{"an unsupported kind", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n", "unsupported kind"},
 		{"a duplicate object", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n", "duplicate"},
 	}
 	for _, tt := range tests {

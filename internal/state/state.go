@@ -17,8 +17,12 @@ type ClusterState struct {
 	Gateways        map[types.NamespacedName]*gwapiv1.Gateway
 	HTTPRoutes      map[types.NamespacedName]*gwapiv1.HTTPRoute
 	ReferenceGrants map[types.NamespacedName]*gwapiv1.ReferenceGrant
-	Services        map[types.NamespacedName]*corev1.Service
-	EndpointSlices  map[types.NamespacedName]*discoveryv1.EndpointSlice
+	// BackendTLSPolicies make the Services they target reached over TLS.
+	BackendTLSPolicies map[types.NamespacedName]*gwapiv1.BackendTLSPolicy
+	// ConfigMaps hold the CA certificates BackendTLSPolicies reference (key ca.crt).
+	ConfigMaps     map[types.NamespacedName]*corev1.ConfigMap
+	Services       map[types.NamespacedName]*corev1.Service
+	EndpointSlices map[types.NamespacedName]*discoveryv1.EndpointSlice
 	// Secrets holds the Secrets a listener may reference; only kubernetes.io/tls ones are used.
 	Secrets    map[types.NamespacedName]*corev1.Secret
 	Namespaces map[types.NamespacedName]*corev1.Namespace
@@ -34,16 +38,18 @@ type ClusterState struct {
 // New returns an empty ClusterState with every map allocated.
 func New() *ClusterState {
 	return &ClusterState{
-		GatewayClasses:    map[types.NamespacedName]*gwapiv1.GatewayClass{},
-		Gateways:          map[types.NamespacedName]*gwapiv1.Gateway{},
-		HTTPRoutes:        map[types.NamespacedName]*gwapiv1.HTTPRoute{},
-		ReferenceGrants:   map[types.NamespacedName]*gwapiv1.ReferenceGrant{},
-		Services:          map[types.NamespacedName]*corev1.Service{},
-		EndpointSlices:    map[types.NamespacedName]*discoveryv1.EndpointSlice{},
-		Secrets:           map[types.NamespacedName]*corev1.Secret{},
-		Namespaces:        map[types.NamespacedName]*corev1.Namespace{},
-		GatewayParameters: map[types.NamespacedName]*metav1.PartialObjectMetadata{},
-		Deployments:       map[types.NamespacedName]*appsv1.Deployment{},
+		GatewayClasses:     map[types.NamespacedName]*gwapiv1.GatewayClass{},
+		Gateways:           map[types.NamespacedName]*gwapiv1.Gateway{},
+		HTTPRoutes:         map[types.NamespacedName]*gwapiv1.HTTPRoute{},
+		ReferenceGrants:    map[types.NamespacedName]*gwapiv1.ReferenceGrant{},
+		BackendTLSPolicies: map[types.NamespacedName]*gwapiv1.BackendTLSPolicy{},
+		ConfigMaps:         map[types.NamespacedName]*corev1.ConfigMap{},
+		Services:           map[types.NamespacedName]*corev1.Service{},
+		EndpointSlices:     map[types.NamespacedName]*discoveryv1.EndpointSlice{},
+		Secrets:            map[types.NamespacedName]*corev1.Secret{},
+		Namespaces:         map[types.NamespacedName]*corev1.Namespace{},
+		GatewayParameters:  map[types.NamespacedName]*metav1.PartialObjectMetadata{},
+		Deployments:        map[types.NamespacedName]*appsv1.Deployment{},
 	}
 }
 

@@ -76,3 +76,34 @@ func RouteParents(cur []gwapiv1.RouteParentStatus, controller gwapiv1.GatewayCon
 	}
 	return out
 }
+
+// maxPolicyAncestors is the most ancestor entries a policy status may hold, of all controllers.
+const maxPolicyAncestors = 16
+
+// PolicyAncestors returns the ancestor statuses of a policy: the entries of other controllers
+// as they are, then ours as want says, in want's order, cut so that the list fits the API's
+// limit of 16. Our entries for ancestors want lacks are dropped.
+func PolicyAncestors(cur []gwapiv1.PolicyAncestorStatus, controller gwapiv1.GatewayController, want []gwapiv1.PolicyAncestorStatus, now metav1.Time) []gwapiv1.PolicyAncestorStatus {
+	out := make([]gwapiv1.PolicyAncestorStatus, 0, len(cur)+len(want))
+	for _, a := range cur {
+		if a.ControllerName != controller {
+			out = append(out, *a.DeepCopy())
+		}
+	}
+	for _, a := range want {
+		if len(out) >= maxPolicyAncestors {
+			break
+		}
+		a = *a.DeepCopy()
+		var old []metav1.Condition
+		i := slices.IndexFunc(cur, func(c gwapiv1.PolicyAncestorStatus) bool {
+			return c.ControllerName == controller && equality.Semantic.DeepEqual(c.AncestorRef, a.AncestorRef)
+		})
+		if i >= 0 {
+			old = cur[i].Conditions
+		}
+		a.Conditions = Conditions(old, a.Conditions, now)
+		out = append(out, a)
+	}
+	return out
+}

@@ -206,3 +206,32 @@ func TestProgrammedWaitsForAnAddressAndAReadyProxy(t *testing.T) {
 		})
 	}
 }
+
+// Tests that policy ancestors keep other controllers' entries, replace ours (keeping the
+// transition time of an unchanged condition), drop our stale ones, and never exceed 16.
+func TestPolicyAncestors(t *testing.T) {
+	t.Parallel()
+	ours, theirs := gwapiv1.GatewayController("coxswain.dev/gateway-controller"), gwapiv1.GatewayController("other.dev/x")
+	ancestor := func(name string, controller gwapiv1.GatewayController, at metav1.Time) gwapiv1.PolicyAncestorStatus {
+		return gwapiv1.PolicyAncestorStatus{
+			AncestorRef:    gwapiv1.ParentReference{Name: gwapiv1.ObjectName(name)},
+			ControllerName: controller,
+			Conditions:     []metav1.Condition{cond("Accepted", metav1.ConditionTrue, "Accepted", at)},
+		}
+	}
+	cur := []gwapiv1.PolicyAncestorStatus{ancestor("foreign", theirs, then), ancestor("kept", ours, then), ancestor("stale", ours, then)}
+	want := []gwapiv1.PolicyAncestorStatus{ancestor("kept", ours, metav1.Time{}), ancestor("new", ours, metav1.Time{})}
+	got := PolicyAncestors(cur, ours, want, now)
+	wantOut := []gwapiv1.PolicyAncestorStatus{ancestor("foreign", theirs, then), ancestor("kept", ours, then), ancestor("new", ours, now)}
+	if diff := cmp.Diff(wantOut, got); diff != "" {
+		t.Errorf("PolicyAncestors (-want +got):\n%s", diff)
+	}
+
+	var many []gwapiv1.PolicyAncestorStatus
+	for i := range 20 {
+		many = append(many, ancestor(string(rune('a'+i)), ours, metav1.Time{}))
+	}
+	if got := PolicyAncestors(cur[:1], ours, many, now); len(got) != 16 || got[0].ControllerName != theirs {
+		t.Errorf("PolicyAncestors kept %d entries (first of %s), want 16 with the foreign one first", len(got), got[0].ControllerName)
+	}
+}

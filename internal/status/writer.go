@@ -38,9 +38,10 @@ type Writer struct {
 	Now func() time.Time
 }
 
-// Write patches the status of every GatewayClass, Gateway and HTTPRoute of g whose stored status
-// differs from the computed one, and removes our parent entries from the routes of cs that no
-// longer reference our Gateways. It returns how many objects it patched. The objects of cs are
+// Write patches the status of every GatewayClass, Gateway, HTTPRoute and BackendTLSPolicy of g
+// whose stored status differs from the computed one, and removes our parent entries from the
+// routes of cs that no longer reference our Gateways (and our ancestor entries from policies
+// whose targets our Gateways no longer use). It returns how many objects it patched. The objects of cs are
 // never modified.
 func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Graph) (int, error) {
 	now := metav1.NewTime(time.Now())
@@ -71,7 +72,17 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 	for key, route := range cs.HTTPRoutes {
 		count(w.writeHTTPRoute(ctx, route, g.ControllerName, ours[key], now))
 	}
+	for _, want := range st.BackendTLSPolicies {
+		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
+		count(w.writeBackendTLSPolicy(ctx, cs.BackendTLSPolicies[key], g.ControllerName, want.Ancestors, now))
+	}
 	return written, errors.Join(errs...)
+}
+
+func (w *Writer) writeBackendTLSPolicy(ctx context.Context, src *gwapiv1.BackendTLSPolicy, controller gwapiv1.GatewayController, want []gwapiv1.PolicyAncestorStatus, now metav1.Time) (bool, error) {
+	return write(ctx, w, "BackendTLSPolicy", src, func(obj *gwapiv1.BackendTLSPolicy) {
+		obj.Status.Ancestors = PolicyAncestors(obj.Status.Ancestors, controller, want, now)
+	})
 }
 
 func (w *Writer) writeGatewayClass(ctx context.Context, src *gwapiv1.GatewayClass, want gwapiv1.GatewayClassStatus, now metav1.Time) (bool, error) {

@@ -144,8 +144,11 @@ const (
 	UpstreamProtocol_UPSTREAM_PROTOCOL_UNSPECIFIED UpstreamProtocol = 0
 	UpstreamProtocol_UPSTREAM_PROTOCOL_HTTP1       UpstreamProtocol = 1
 	// UPSTREAM_PROTOCOL_H2C is HTTP/2 without TLS, with prior knowledge (appProtocol
-	// kubernetes.io/h2c).
+	// kubernetes.io/h2c). Never with tls.
 	UpstreamProtocol_UPSTREAM_PROTOCOL_H2C UpstreamProtocol = 2
+	// UPSTREAM_PROTOCOL_H2 is HTTP/2 over TLS, negotiated by ALPN h2 (appProtocol
+	// kubernetes.io/h2c or h2 on a port with backend TLS). Only with tls.
+	UpstreamProtocol_UPSTREAM_PROTOCOL_H2 UpstreamProtocol = 3
 )
 
 // Enum value maps for UpstreamProtocol.
@@ -154,11 +157,13 @@ var (
 		0: "UPSTREAM_PROTOCOL_UNSPECIFIED",
 		1: "UPSTREAM_PROTOCOL_HTTP1",
 		2: "UPSTREAM_PROTOCOL_H2C",
+		3: "UPSTREAM_PROTOCOL_H2",
 	}
 	UpstreamProtocol_value = map[string]int32{
 		"UPSTREAM_PROTOCOL_UNSPECIFIED": 0,
 		"UPSTREAM_PROTOCOL_HTTP1":       1,
 		"UPSTREAM_PROTOCOL_H2C":         2,
+		"UPSTREAM_PROTOCOL_H2":          3,
 	}
 )
 
@@ -1280,8 +1285,11 @@ type Cluster struct {
 	Endpoints []*Endpoint `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	// upstream_protocol is what the endpoints speak, from the Service port's appProtocol.
 	UpstreamProtocol UpstreamProtocol `protobuf:"varint,3,opt,name=upstream_protocol,json=upstreamProtocol,proto3,enum=coxswain.discovery.v1.UpstreamProtocol" json:"upstream_protocol,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// tls, when present, makes the proxy reach the endpoints over TLS and authenticate them, as a
+	// BackendTLSPolicy asks. It is sent only to the scopes whose routes use the Service.
+	Tls           *BackendTLS `protobuf:"bytes,4,opt,name=tls,proto3" json:"tls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Cluster) Reset() {
@@ -1335,6 +1343,186 @@ func (x *Cluster) GetUpstreamProtocol() UpstreamProtocol {
 	return UpstreamProtocol_UPSTREAM_PROTOCOL_UNSPECIFIED
 }
 
+func (x *Cluster) GetTls() *BackendTLS {
+	if x != nil {
+		return x.Tls
+	}
+	return nil
+}
+
+// BackendTLS is how a proxy connects to and authenticates the endpoints of a cluster: TLS 1.2 or
+// later, never plaintext.
+type BackendTLS struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// server_name is sent as SNI and, when subject_alt_names is empty, is the name the endpoint's
+	// certificate must hold.
+	ServerName string `protobuf:"bytes,1,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// ca_certificates_pem are the roots the endpoint's chain must verify against; empty when
+	// system_roots is set.
+	CaCertificatesPem []byte `protobuf:"bytes,2,opt,name=ca_certificates_pem,json=caCertificatesPem,proto3" json:"ca_certificates_pem,omitempty"`
+	// system_roots verifies against the proxy's system roots instead.
+	SystemRoots bool `protobuf:"varint,3,opt,name=system_roots,json=systemRoots,proto3" json:"system_roots,omitempty"`
+	// subject_alt_names, when not empty, replace server_name for authentication: the certificate
+	// must hold at least one of them.
+	SubjectAltNames []*SubjectAltName `protobuf:"bytes,4,rep,name=subject_alt_names,json=subjectAltNames,proto3" json:"subject_alt_names,omitempty"`
+	// fail_closed says the policy cannot be met (its CA certificates are missing or invalid): the
+	// proxy answers 503 for the cluster and never dials its endpoints.
+	FailClosed    bool `protobuf:"varint,5,opt,name=fail_closed,json=failClosed,proto3" json:"fail_closed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackendTLS) Reset() {
+	*x = BackendTLS{}
+	mi := &file_v1_routing_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackendTLS) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackendTLS) ProtoMessage() {}
+
+func (x *BackendTLS) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_routing_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackendTLS.ProtoReflect.Descriptor instead.
+func (*BackendTLS) Descriptor() ([]byte, []int) {
+	return file_v1_routing_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *BackendTLS) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *BackendTLS) GetCaCertificatesPem() []byte {
+	if x != nil {
+		return x.CaCertificatesPem
+	}
+	return nil
+}
+
+func (x *BackendTLS) GetSystemRoots() bool {
+	if x != nil {
+		return x.SystemRoots
+	}
+	return false
+}
+
+func (x *BackendTLS) GetSubjectAltNames() []*SubjectAltName {
+	if x != nil {
+		return x.SubjectAltNames
+	}
+	return nil
+}
+
+func (x *BackendTLS) GetFailClosed() bool {
+	if x != nil {
+		return x.FailClosed
+	}
+	return false
+}
+
+// SubjectAltName is one name a backend certificate may hold.
+type SubjectAltName struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Name:
+	//
+	//	*SubjectAltName_Hostname
+	//	*SubjectAltName_Uri
+	Name          isSubjectAltName_Name `protobuf_oneof:"name"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubjectAltName) Reset() {
+	*x = SubjectAltName{}
+	mi := &file_v1_routing_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubjectAltName) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubjectAltName) ProtoMessage() {}
+
+func (x *SubjectAltName) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_routing_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubjectAltName.ProtoReflect.Descriptor instead.
+func (*SubjectAltName) Descriptor() ([]byte, []int) {
+	return file_v1_routing_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SubjectAltName) GetName() isSubjectAltName_Name {
+	if x != nil {
+		return x.Name
+	}
+	return nil
+}
+
+func (x *SubjectAltName) GetHostname() string {
+	if x != nil {
+		if x, ok := x.Name.(*SubjectAltName_Hostname); ok {
+			return x.Hostname
+		}
+	}
+	return ""
+}
+
+func (x *SubjectAltName) GetUri() string {
+	if x != nil {
+		if x, ok := x.Name.(*SubjectAltName_Uri); ok {
+			return x.Uri
+		}
+	}
+	return ""
+}
+
+type isSubjectAltName_Name interface {
+	isSubjectAltName_Name()
+}
+
+type SubjectAltName_Hostname struct {
+	// hostname is a DNS name, matched as a TLS client matches a hostname (the certificate may
+	// hold a wildcard).
+	Hostname string `protobuf:"bytes,1,opt,name=hostname,proto3,oneof"`
+}
+
+type SubjectAltName_Uri struct {
+	// uri is a URI, matched exactly (a SPIFFE ID, for instance).
+	Uri string `protobuf:"bytes,2,opt,name=uri,proto3,oneof"`
+}
+
+func (*SubjectAltName_Hostname) isSubjectAltName_Name() {}
+
+func (*SubjectAltName_Uri) isSubjectAltName_Name() {}
+
 // Endpoint is one ready address and target port.
 type Endpoint struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1346,7 +1534,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_v1_routing_proto_msgTypes[16]
+	mi := &file_v1_routing_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1546,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[16]
+	mi := &file_v1_routing_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1559,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{16}
+	return file_v1_routing_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -1402,7 +1590,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_v1_routing_proto_msgTypes[17]
+	mi := &file_v1_routing_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1602,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[17]
+	mi := &file_v1_routing_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1615,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{17}
+	return file_v1_routing_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Certificate) GetName() string {
@@ -1527,11 +1715,25 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\ferror_status\x18\x03 \x01(\rR\verrorStatus\"\x83\x01\n" +
 	"\bTimeouts\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\arequest\x12B\n" +
-	"\x0fbackend_request\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ebackendRequest\"\xb2\x01\n" +
+	"\x0fbackend_request\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ebackendRequest\"\xe7\x01\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x1f.coxswain.discovery.v1.EndpointR\tendpoints\x12T\n" +
-	"\x11upstream_protocol\x18\x03 \x01(\x0e2'.coxswain.discovery.v1.UpstreamProtocolR\x10upstreamProtocol\"8\n" +
+	"\x11upstream_protocol\x18\x03 \x01(\x0e2'.coxswain.discovery.v1.UpstreamProtocolR\x10upstreamProtocol\x123\n" +
+	"\x03tls\x18\x04 \x01(\v2!.coxswain.discovery.v1.BackendTLSR\x03tls\"\xf4\x01\n" +
+	"\n" +
+	"BackendTLS\x12\x1f\n" +
+	"\vserver_name\x18\x01 \x01(\tR\n" +
+	"serverName\x12.\n" +
+	"\x13ca_certificates_pem\x18\x02 \x01(\fR\x11caCertificatesPem\x12!\n" +
+	"\fsystem_roots\x18\x03 \x01(\bR\vsystemRoots\x12Q\n" +
+	"\x11subject_alt_names\x18\x04 \x03(\v2%.coxswain.discovery.v1.SubjectAltNameR\x0fsubjectAltNames\x12\x1f\n" +
+	"\vfail_closed\x18\x05 \x01(\bR\n" +
+	"failClosed\"J\n" +
+	"\x0eSubjectAltName\x12\x1c\n" +
+	"\bhostname\x18\x01 \x01(\tH\x00R\bhostname\x12\x12\n" +
+	"\x03uri\x18\x02 \x01(\tH\x00R\x03uriB\x06\n" +
+	"\x04name\"8\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\"}\n" +
@@ -1547,11 +1749,12 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\x16MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10MATCH_TYPE_EXACT\x10\x01\x12\x1a\n" +
 	"\x16MATCH_TYPE_PATH_PREFIX\x10\x02\x12!\n" +
-	"\x1dMATCH_TYPE_REGULAR_EXPRESSION\x10\x03*m\n" +
+	"\x1dMATCH_TYPE_REGULAR_EXPRESSION\x10\x03*\x87\x01\n" +
 	"\x10UpstreamProtocol\x12!\n" +
 	"\x1dUPSTREAM_PROTOCOL_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17UPSTREAM_PROTOCOL_HTTP1\x10\x01\x12\x19\n" +
-	"\x15UPSTREAM_PROTOCOL_H2C\x10\x02B4Z2coxswain.dev/coxswain/discovery/api/v1;discoveryv1b\x06proto3"
+	"\x15UPSTREAM_PROTOCOL_H2C\x10\x02\x12\x18\n" +
+	"\x14UPSTREAM_PROTOCOL_H2\x10\x03B4Z2coxswain.dev/coxswain/discovery/api/v1;discoveryv1b\x06proto3"
 
 var (
 	file_v1_routing_proto_rawDescOnce sync.Once
@@ -1566,7 +1769,7 @@ func file_v1_routing_proto_rawDescGZIP() []byte {
 }
 
 var file_v1_routing_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_v1_routing_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_v1_routing_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_v1_routing_proto_goTypes = []any{
 	(Protocol)(0),               // 0: coxswain.discovery.v1.Protocol
 	(MatchType)(0),              // 1: coxswain.discovery.v1.MatchType
@@ -1587,13 +1790,15 @@ var file_v1_routing_proto_goTypes = []any{
 	(*WeightedBackend)(nil),     // 16: coxswain.discovery.v1.WeightedBackend
 	(*Timeouts)(nil),            // 17: coxswain.discovery.v1.Timeouts
 	(*Cluster)(nil),             // 18: coxswain.discovery.v1.Cluster
-	(*Endpoint)(nil),            // 19: coxswain.discovery.v1.Endpoint
-	(*Certificate)(nil),         // 20: coxswain.discovery.v1.Certificate
-	(*GatewayRef)(nil),          // 21: coxswain.discovery.v1.GatewayRef
-	(*durationpb.Duration)(nil), // 22: google.protobuf.Duration
+	(*BackendTLS)(nil),          // 19: coxswain.discovery.v1.BackendTLS
+	(*SubjectAltName)(nil),      // 20: coxswain.discovery.v1.SubjectAltName
+	(*Endpoint)(nil),            // 21: coxswain.discovery.v1.Endpoint
+	(*Certificate)(nil),         // 22: coxswain.discovery.v1.Certificate
+	(*GatewayRef)(nil),          // 23: coxswain.discovery.v1.GatewayRef
+	(*durationpb.Duration)(nil), // 24: google.protobuf.Duration
 }
 var file_v1_routing_proto_depIdxs = []int32{
-	21, // 0: coxswain.discovery.v1.Listener.gateway:type_name -> coxswain.discovery.v1.GatewayRef
+	23, // 0: coxswain.discovery.v1.Listener.gateway:type_name -> coxswain.discovery.v1.GatewayRef
 	0,  // 1: coxswain.discovery.v1.Listener.protocol:type_name -> coxswain.discovery.v1.Protocol
 	4,  // 2: coxswain.discovery.v1.Listener.virtual_hosts:type_name -> coxswain.discovery.v1.VirtualHost
 	5,  // 3: coxswain.discovery.v1.VirtualHost.routes:type_name -> coxswain.discovery.v1.Route
@@ -1615,15 +1820,17 @@ var file_v1_routing_proto_depIdxs = []int32{
 	11, // 19: coxswain.discovery.v1.HeaderModifier.add:type_name -> coxswain.discovery.v1.Header
 	14, // 20: coxswain.discovery.v1.Redirect.path:type_name -> coxswain.discovery.v1.PathModifier
 	14, // 21: coxswain.discovery.v1.Rewrite.path:type_name -> coxswain.discovery.v1.PathModifier
-	22, // 22: coxswain.discovery.v1.Timeouts.request:type_name -> google.protobuf.Duration
-	22, // 23: coxswain.discovery.v1.Timeouts.backend_request:type_name -> google.protobuf.Duration
-	19, // 24: coxswain.discovery.v1.Cluster.endpoints:type_name -> coxswain.discovery.v1.Endpoint
+	24, // 22: coxswain.discovery.v1.Timeouts.request:type_name -> google.protobuf.Duration
+	24, // 23: coxswain.discovery.v1.Timeouts.backend_request:type_name -> google.protobuf.Duration
+	21, // 24: coxswain.discovery.v1.Cluster.endpoints:type_name -> coxswain.discovery.v1.Endpoint
 	2,  // 25: coxswain.discovery.v1.Cluster.upstream_protocol:type_name -> coxswain.discovery.v1.UpstreamProtocol
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	19, // 26: coxswain.discovery.v1.Cluster.tls:type_name -> coxswain.discovery.v1.BackendTLS
+	20, // 27: coxswain.discovery.v1.BackendTLS.subject_alt_names:type_name -> coxswain.discovery.v1.SubjectAltName
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_v1_routing_proto_init() }
@@ -1643,13 +1850,17 @@ func file_v1_routing_proto_init() {
 		(*PathModifier_ReplaceFullPath)(nil),
 		(*PathModifier_ReplacePrefixMatch)(nil),
 	}
+	file_v1_routing_proto_msgTypes[17].OneofWrappers = []any{
+		(*SubjectAltName_Hostname)(nil),
+		(*SubjectAltName_Uri)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_routing_proto_rawDesc), len(file_v1_routing_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -2,6 +2,7 @@ package forward
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -36,13 +37,17 @@ func (h *Handler) forward(x *exchange) int {
 		return x.fail(b.ErrorStatus)
 	}
 	cl := x.state.Upstreams.Cluster(b.Cluster.Index)
+	if cl.FailClosed {
+		h.opts.Metrics.UpstreamError(cl.Name, "tls_policy")
+		return x.refuse(http.StatusServiceUnavailable, reasonBackendTLSPolicy)
+	}
 	ep := cl.Next()
 	if ep == nil {
 		h.opts.Metrics.UpstreamError(cl.Name, "no_endpoints")
 		return x.refuse(http.StatusServiceUnavailable, reasonNoEndpoints)
 	}
 	x.upstream = ep.Address
-	upgrade := !cl.H2C && isWebSocket(x.r)
+	upgrade := !cl.H2C && !cl.H2 && isWebSocket(x.r)
 
 	ctx, cancel := context.WithCancelCause(x.r.Context())
 	defer cancel(nil)
@@ -63,14 +68,11 @@ func (h *Handler) forward(x *exchange) int {
 	})
 	body := x.requestBody()
 	out := x.outbound(traced, ep, body, upgrade)
+	out.URL.Scheme = cl.Scheme()
 	if err := h.mirror(x, out, body); err != nil {
 		return x.bodyFailed(err)
 	}
-	transport := ep.HTTP1
-	if cl.H2C {
-		transport = ep.H2C()
-	}
-	resp, err := transport.RoundTrip(out)
+	resp, err := cl.Transport(ep).RoundTrip(out)
 	if err != nil {
 		return h.upstreamFailed(ctx, x, cl, body, err)
 	}
@@ -168,6 +170,9 @@ func (h *Handler) upstreamFailed(ctx context.Context, x *exchange, cl *upstream.
 	case errors.Is(context.Cause(ctx), errRetry):
 		h.opts.Metrics.UpstreamError(cl.Name, "reset")
 		return x.refuse(http.StatusBadGateway, reasonUpstreamReset)
+	case isTLS(err):
+		h.opts.Metrics.UpstreamError(cl.Name, "tls")
+		return x.refuse(http.StatusBadGateway, reasonUpstreamTLS)
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		h.opts.Metrics.UpstreamError(cl.Name, "timeout")
 		return x.refuse(http.StatusGatewayTimeout, reasonTimeout)
@@ -197,6 +202,17 @@ func (x *exchange) bodyFailed(err error) int {
 func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
+}
+
+// isTLS reports a failed TLS handshake with a backend: a certificate that does not verify, a
+// peer that does not speak TLS, or a TLS alert.
+func isTLS(err error) bool {
+	var (
+		verify *tls.CertificateVerificationError
+		record tls.RecordHeaderError
+		alert  tls.AlertError
+	)
+	return errors.As(err, &verify) || errors.As(err, &record) || errors.As(err, &alert)
 }
 
 func isDial(err error) bool {

@@ -48,10 +48,8 @@ func (h *Handler) mirror(x *exchange, out *http.Request, body *requestBody) erro
 			continue
 		}
 		req := mirrorRequest(out, ep, body)
-		transport := ep.HTTP1
-		if cl.H2C {
-			transport = ep.H2C()
-		}
+		req.URL.Scheme = cl.Scheme()
+		transport := cl.Transport(ep)
 		if !h.track() {
 			<-h.mirrorSlots
 			continue

@@ -30,6 +30,8 @@ const (
 	reasonTimeout          = "upstream_timeout"
 	reasonUpstreamReset    = "upstream_reset"
 	reasonUpstreamError    = "upstream_error"
+	reasonUpstreamTLS      = "upstream_tls"
+	reasonBackendTLSPolicy = "backend_tls_policy"
 	reasonUpstreamBody     = "upstream_body_error"
 	reasonSendTimeout      = "send_error"
 	reasonShuttingDown     = "shutting_down"

@@ -46,12 +46,20 @@ type compiler struct {
 
 func compileCluster(in *discoveryv1.Cluster, ref *ClusterRef) (*Cluster, error) {
 	out := &Cluster{Name: in.GetName(), Index: ref.Index, ref: ref}
-	switch in.GetUpstreamProtocol() {
-	case discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_UNSPECIFIED, discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_HTTP1:
-	case discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2C:
+	switch p := in.GetUpstreamProtocol(); {
+	case p == discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_UNSPECIFIED, p == discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_HTTP1:
+	case p == discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2C && in.GetTls() == nil:
 		out.H2C = true
+	case p == discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2 && in.GetTls() != nil:
 	default:
-		return nil, fmt.Errorf("cluster %s: %w: upstream protocol %s", out.Name, ErrInvalid, in.GetUpstreamProtocol())
+		return nil, fmt.Errorf("cluster %s: %w: upstream protocol %s (tls %t)", out.Name, ErrInvalid, p, in.GetTls() != nil)
+	}
+	if in.GetTls() != nil {
+		t, err := backendTLS(in.GetTls(), in.GetUpstreamProtocol() == discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", out.Name, err)
+		}
+		out.TLS = t
 	}
 	for _, ep := range in.GetEndpoints() {
 		if ep.GetAddress() == "" || ep.GetPort() == 0 || ep.GetPort() > 65535 {

@@ -102,6 +102,8 @@ type Cluster struct {
 	// H2C says the endpoints speak HTTP/2 without TLS (the cluster's upstream protocol is
 	// UPSTREAM_PROTOCOL_H2C).
 	H2C bool
+	// TLS, when set, says the endpoints are reached over TLS only, as it describes.
+	TLS *BackendTLS
 	src *anypb.Any
 	ref *ClusterRef
 }

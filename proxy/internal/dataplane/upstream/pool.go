@@ -77,9 +77,16 @@ type Endpoint struct {
 	Address string
 	// HTTP1 speaks HTTP/1.1 to the endpoint. It frames every request from the request's
 	// fields (method, target, Host, ContentLength, headers it does not own) and never retries.
+	// Nil for an endpoint of a cluster with backend TLS.
 	HTTP1 *http.Transport
-	h2c   atomic.Pointer[http.Transport]
-	opts  *Options
+	// TLS speaks HTTP/1.1 or HTTP/2 over TLS to the endpoint of a cluster with backend TLS;
+	// nil otherwise.
+	TLS  *http.Transport
+	h2c  atomic.Pointer[http.Transport]
+	opts *Options
+	// key is the endpoint's key in Pool.clients: its address, with the TLS settings' key for
+	// an endpoint of a cluster with backend TLS.
+	key string
 	// users counts the clusters of built sets that hold the endpoint; guarded by Pool.mu.
 	users int
 }
@@ -93,10 +100,16 @@ type Set struct {
 
 // Cluster hands out its endpoints round-robin.
 type Cluster struct {
-	Name      string
-	H2C       bool
-	endpoints []*Endpoint
-	next      atomic.Uint32
+	Name string
+	H2C  bool
+	// TLS says requests go to the endpoints over TLS (https); H2 that they are HTTP/2 there.
+	TLS bool
+	H2  bool
+	// FailClosed says the cluster's backend TLS policy cannot be met: it must answer without
+	// dialing.
+	FailClosed bool
+	endpoints  []*Endpoint
+	next       atomic.Uint32
 }
 
 // Build returns the clusters of table. A cluster prev (nil for none) built from the same
@@ -115,23 +128,60 @@ func (p *Pool) Build(prev *Set, table *router.Table) *Set {
 		case prev != nil && i < len(prev.from) && prev.from[i] == rc:
 			s.clusters[i] = prev.clusters[i]
 		default:
-			c := &Cluster{Name: rc.Name, H2C: rc.H2C, endpoints: make([]*Endpoint, 0, len(rc.Endpoints))}
-			for _, ep := range rc.Endpoints {
-				c.endpoints = append(c.endpoints, p.endpoint(ep.Address))
-			}
-			s.clusters[i] = c
+			s.clusters[i] = p.build(rc)
 		}
 	}
 	return s
+}
+
+// build returns the cluster of rc, with the pool's endpoints. A fail-closed cluster gets none.
+func (p *Pool) build(rc *router.Cluster) *Cluster {
+	c := &Cluster{Name: rc.Name, H2C: rc.H2C, endpoints: make([]*Endpoint, 0, len(rc.Endpoints))}
+	if rc.TLS != nil {
+		c.TLS, c.H2, c.FailClosed = true, rc.TLS.HTTP2, rc.TLS.FailClosed
+	}
+	for _, ep := range rc.Endpoints {
+		switch {
+		case c.FailClosed:
+			return c
+		case rc.TLS != nil:
+			c.endpoints = append(c.endpoints, p.tlsEndpoint(ep.Address, rc.TLS))
+		default:
+			c.endpoints = append(c.endpoints, p.endpoint(ep.Address))
+		}
+	}
+	return c
 }
 
 func (p *Pool) endpoint(addr string) *Endpoint {
 	if ep, ok := p.clients[addr]; ok {
 		return ep
 	}
-	ep := &Endpoint{Address: addr, opts: &p.opts}
+	ep := &Endpoint{Address: addr, opts: &p.opts, key: addr}
 	ep.HTTP1 = ep.transport(nil)
 	p.clients[addr] = ep
+	return ep
+}
+
+// tlsEndpoint returns the endpoint of addr for clusters with the TLS settings t: endpoints are
+// shared only between equal settings, so a connection verified for one policy never carries
+// another's requests.
+func (p *Pool) tlsEndpoint(addr string, t *router.BackendTLS) *Endpoint {
+	key := "tls/" + t.Key + "/" + addr
+	if ep, ok := p.clients[key]; ok {
+		return ep
+	}
+	ep := &Endpoint{Address: addr, opts: &p.opts, key: key}
+	var protocols http.Protocols
+	if t.HTTP2 {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetHTTP1(true)
+	}
+	ep.TLS = ep.transport(&protocols)
+	ep.TLS.TLSClientConfig = t.Config
+	ep.TLS.TLSHandshakeTimeout = p.opts.DialTimeout
+	p.clients[key] = ep
 	return ep
 }
 
@@ -196,7 +246,7 @@ func (p *Pool) Retire(prev, current *Set) {
 		for _, ep := range c.endpoints {
 			if ep.users--; ep.users == 0 {
 				ep.close()
-				delete(p.clients, ep.Address)
+				delete(p.clients, ep.key)
 			}
 		}
 	}
@@ -213,7 +263,11 @@ func (p *Pool) Close() {
 }
 
 func (ep *Endpoint) close() {
-	ep.HTTP1.CloseIdleConnections()
+	for _, t := range []*http.Transport{ep.HTTP1, ep.TLS} {
+		if t != nil {
+			t.CloseIdleConnections()
+		}
+	}
 	if t := ep.h2c.Load(); t != nil {
 		t.CloseIdleConnections()
 	}
@@ -231,6 +285,25 @@ func (c *Cluster) Next() *Endpoint {
 		return c.endpoints[0]
 	}
 	return c.endpoints[(c.next.Add(1)-1)%uint32(len(c.endpoints))]
+}
+
+// Scheme returns the scheme of requests to the cluster: https with backend TLS, http otherwise.
+func (c *Cluster) Scheme() string {
+	if c.TLS {
+		return "https"
+	}
+	return "http"
+}
+
+// Transport returns the transport that speaks the cluster's protocol to ep.
+func (c *Cluster) Transport(ep *Endpoint) *http.Transport {
+	switch {
+	case ep.TLS != nil:
+		return ep.TLS
+	case c.H2C:
+		return ep.H2C()
+	}
+	return ep.HTTP1
 }
 
 // Len returns the number of endpoints.
