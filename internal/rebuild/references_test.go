@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"coxswain.dev/coxswain/internal/graph"
@@ -58,46 +59,12 @@ func TestReferencesNeverHideAChangeThatMatters(t *testing.T) {
 			cs := decode()
 			want := output(t, cs)
 			refs := ReferencesOf(cs)
-			for key, obj := range cs.Services {
-				if !refs.Matters(obj) {
-					pruned := decode()
-					delete(pruned.Services, key)
-					removed++
-					if got := output(t, pruned); !bytes.Equal(got, want) {
-						t.Errorf("removing Service %s, which References say does not matter, changed the output", key)
-					}
-				}
-			}
-			for key, obj := range cs.EndpointSlices {
-				if !refs.Matters(obj) {
-					pruned := decode()
-					delete(pruned.EndpointSlices, key)
-					removed++
-					if got := output(t, pruned); !bytes.Equal(got, want) {
-						t.Errorf("removing EndpointSlice %s, which References say does not matter, changed the output", key)
-					}
-				}
-			}
-			for key, obj := range cs.Secrets {
-				if !refs.Matters(obj) {
-					pruned := decode()
-					delete(pruned.Secrets, key)
-					removed++
-					if got := output(t, pruned); !bytes.Equal(got, want) {
-						t.Errorf("removing Secret %s, which References say does not matter, changed the output", key)
-					}
-				}
-			}
-			for key, obj := range cs.ConfigMaps {
-				if !refs.Matters(obj) {
-					pruned := decode()
-					delete(pruned.ConfigMaps, key)
-					removed++
-					if got := output(t, pruned); !bytes.Equal(got, want) {
-						t.Errorf("removing ConfigMap %s, which References say does not matter, changed the output", key)
-					}
-				}
-			}
+			removed += removeUnreferenced(t, "Service", decode, refs, want, func(cs *state.ClusterState) map[types.NamespacedName]*corev1.Service { return cs.Services })
+			removed += removeUnreferenced(t, "EndpointSlice", decode, refs, want, func(cs *state.ClusterState) map[types.NamespacedName]*discoveryv1.EndpointSlice {
+				return cs.EndpointSlices
+			})
+			removed += removeUnreferenced(t, "Secret", decode, refs, want, func(cs *state.ClusterState) map[types.NamespacedName]*corev1.Secret { return cs.Secrets })
+			removed += removeUnreferenced(t, "ConfigMap", decode, refs, want, func(cs *state.ClusterState) map[types.NamespacedName]*corev1.ConfigMap { return cs.ConfigMaps })
 			without := decode()
 			delete(without.Services, bystanderKey)
 			delete(without.EndpointSlices, bystanderKey)
@@ -111,6 +78,26 @@ func TestReferencesNeverHideAChangeThatMatters(t *testing.T) {
 	if removed < 3*len(inputs) {
 		t.Errorf("only %d unreferenced objects removed over %d cases", removed, len(inputs))
 	}
+}
+
+// removeUnreferenced removes, one at a time from a fresh state, every object of the kind objects
+// picks that refs say does not matter, checks that the output stays want, and returns how many
+// it removed.
+func removeUnreferenced[T any](t *testing.T, kind string, decode func() *state.ClusterState, refs References, want []byte, objects func(*state.ClusterState) map[types.NamespacedName]T) int {
+	t.Helper()
+	removed := 0
+	for key, obj := range objects(decode()) {
+		if refs.Matters(obj) {
+			continue
+		}
+		pruned := decode()
+		delete(objects(pruned), key)
+		removed++
+		if got := output(t, pruned); !bytes.Equal(got, want) {
+			t.Errorf("removing %s %s, which References say does not matter, changed the output", kind, key)
+		}
+	}
+	return removed
 }
 
 var bystanderKey = state.Key(&metav1.ObjectMeta{Namespace: "default", Name: "bystander"})
