@@ -26,6 +26,9 @@ type Encoded struct {
 	Resources []*discoveryv1.Resource
 	// Version is the content hash of Resources, as the discovery cache computes it.
 	Version string
+	// Snapshot is Resources sorted and hashed, ready for cache.SetSnapshot: publishing it does
+	// not hash the resources a second time.
+	Snapshot *cache.Snapshot `json:"-"`
 }
 
 // Scope converts a snapshot scope to the discovery cache's.
@@ -79,7 +82,7 @@ func Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", s.Scope, err)
 	}
-	return &Encoded{Scope: Scope(s.Scope), Resources: versioned.Resources(), Version: versioned.Version()}, nil
+	return &Encoded{Scope: Scope(s.Scope), Resources: versioned.Resources(), Version: versioned.Version(), Snapshot: versioned}, nil
 }
 
 // Cluster converts a cluster.

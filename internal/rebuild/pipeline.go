@@ -135,7 +135,7 @@ func (p *Pipeline) publish(encoded []*encode.Encoded) (Result, error) {
 	next := make(map[cache.Scope]bool, len(encoded))
 	for _, e := range encoded {
 		next[e.Scope], p.scopes[e.Scope] = true, true
-		changed, err := p.Cache.Set(e.Scope, e.Resources)
+		changed, err := p.Cache.SetSnapshot(e.Scope, e.Snapshot)
 		if err != nil {
 			return res, fmt.Errorf("set snapshot of %s: %w", e.Scope, err)
 		}

@@ -38,10 +38,21 @@ func (c *Cache) Set(scope Scope, resources []*discoveryv1.Resource) (bool, error
 	if err := scope.Validate(); err != nil {
 		return false, err
 	}
-	snap, err := NewSnapshot(resources, c.now())
+	snap, err := NewSnapshot(resources, time.Time{})
 	if err != nil {
 		return false, fmt.Errorf("set %s: %w", scope, err)
 	}
+	return c.SetSnapshot(scope, snap)
+}
+
+// SetSnapshot is Set for a snapshot its caller built with NewSnapshot (an encoder that needed
+// its version first): it is published as it is, stamped with the cache's clock, and not hashed
+// again. snap must be new to the cache and given to it once.
+func (c *Cache) SetSnapshot(scope Scope, snap *Snapshot) (bool, error) {
+	if err := scope.Validate(); err != nil {
+		return false, err
+	}
+	snap.createdAt = c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.snapshots[scope]

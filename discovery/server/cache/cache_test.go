@@ -247,3 +247,31 @@ func TestSetRejectsAnInvalidScope(t *testing.T) {
 		t.Fatalf("error %v, want ErrInvalidScope", err)
 	}
 }
+
+// Tests that a snapshot built beforehand publishes exactly as Set would publish its resources,
+// stamped with the cache's clock at publication, and that the same content set again is no
+// change.
+func TestSetSnapshotPublishesAPrebuiltSnapshot(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c := New(func() time.Time { return at })
+	resources := []*discoveryv1.Resource{resource(t, "a", "1"), resource(t, "b", "2")}
+	snap, err := NewSnapshot(resources, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, err := c.SetSnapshot(SharedPool(), snap)
+	if err != nil || !changed {
+		t.Fatalf("SetSnapshot = %v, %v; want a change", changed, err)
+	}
+	got := c.Get(SharedPool())
+	if got != snap || !got.CreatedAt().Equal(at) {
+		t.Fatalf("published %p created %v, want the given snapshot %p created %v", got, got.CreatedAt(), snap, at)
+	}
+	if changed, err := c.Set(SharedPool(), resources); err != nil || changed {
+		t.Fatalf("Set of the same resources = %v, %v; want no change", changed, err)
+	}
+	if _, err := c.SetSnapshot(Scope{}, snap); err == nil {
+		t.Error("SetSnapshot accepted an invalid scope")
+	}
+}
