@@ -22,8 +22,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
@@ -82,37 +80,19 @@ func startGatewayAPI(t *testing.T, leader bool, namespace string) *gatewayAPI {
 	h.leader.Store(leader)
 	h.auth.OnChange(func() { h.revocations.Add(1) })
 	h.debouncer = rebuild.NewDebouncer(20*time.Millisecond, nil)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:     gatewayScheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:      crcache.Options{ByObject: GatewayAPICacheOptions()},
-	})
-	if err != nil {
-		t.Fatalf("create manager: %v", err)
-	}
-	r := &GatewayAPIReconciler{
-		Client: mgr.GetClient(),
-		Pipeline: &rebuild.Pipeline{
-			Graph: graph.Options{Namespace: namespace},
-			Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load, Metrics: metrics,
-			Status: &status.Writer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: namespace},
-		},
-		Debouncer:    h.debouncer,
-		afterRebuild: h.record,
-	}
-	h.pipeline = r.Pipeline
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatalf("set up reconciler: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
+	runManager(t, ctrl.Options{Scheme: gatewayScheme, Cache: crcache.Options{ByObject: GatewayAPICacheOptions()}}, func(mgr ctrl.Manager) error {
+		r := &GatewayAPIReconciler{
+			Client: mgr.GetClient(),
+			Pipeline: &rebuild.Pipeline{
+				Graph: graph.Options{Namespace: namespace},
+				Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load, Metrics: metrics,
+				Status: &status.Writer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: namespace},
+			},
+			Debouncer:    h.debouncer,
+			afterRebuild: h.record,
 		}
+		h.pipeline = r.Pipeline
+		return r.SetupWithManager(mgr)
 	})
 	return h
 }

@@ -16,8 +16,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
@@ -45,35 +43,18 @@ func startProvision(t *testing.T, namespace string) *ProvisionReconciler {
 	for k, v := range GatewayAPICacheOptions() {
 		byObject[k] = v
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:     gatewayScheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:      crcache.Options{ByObject: byObject},
-	})
-	if err != nil {
-		t.Fatalf("create manager: %v", err)
-	}
-	r := &ProvisionReconciler{
-		Client:   mgr.GetClient(),
-		Reader:   mgr.GetAPIReader(),
-		Graph:    graph.Options{Namespace: namespace},
-		Defaults: func() provision.Defaults { return testDefaults },
-		Recorder: mgr.GetEventRecorder("coxswain"),
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatalf("set up reconciler: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
+	var r *ProvisionReconciler
+	mgr := runManager(t, ctrl.Options{Scheme: gatewayScheme, Cache: crcache.Options{ByObject: byObject}}, func(mgr ctrl.Manager) error {
+		r = &ProvisionReconciler{
+			Client:   mgr.GetClient(),
+			Reader:   mgr.GetAPIReader(),
+			Graph:    graph.Options{Namespace: namespace},
+			Defaults: func() provision.Defaults { return testDefaults },
+			Recorder: mgr.GetEventRecorder("coxswain"),
 		}
+		return r.SetupWithManager(mgr)
 	})
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
+	if !mgr.GetCache().WaitForCacheSync(t.Context()) {
 		t.Fatal("cache did not sync")
 	}
 	return r

@@ -62,11 +62,17 @@ func newNamespace(t *testing.T) string {
 // startManager runs a manager with setup applied until the test ends.
 func startManager(t *testing.T, setup func(ctrl.Manager) error) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:     scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)}, // one controller per test
-	})
+	runManager(t, ctrl.Options{Scheme: scheme}, setup)
+}
+
+// runManager runs a manager of opts (without a metrics listener, and with controller names
+// allowed to repeat: one controller per test) with setup applied until the test ends, and
+// returns it.
+func runManager(t *testing.T, opts ctrl.Options, setup func(ctrl.Manager) error) ctrl.Manager {
+	t.Helper()
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatalf("create manager: %v", err)
 	}
@@ -82,6 +88,7 @@ func startManager(t *testing.T, setup func(ctrl.Manager) error) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+	return mgr
 }
 
 // eventually polls cond until it returns nil or the deadline passes.
