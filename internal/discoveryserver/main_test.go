@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,8 +60,14 @@ type controller struct {
 // startController runs a replica in namespace with s until the test ends or stop is called.
 func startController(t *testing.T, namespace string, s settings.Settings) *controller {
 	t.Helper()
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme: scheme, Logger: testr.New(t), Metrics: metricsserver.Options{BindAddress: "0"},
+	return startControllerWith(t, restConfig, testr.New(t), namespace, s)
+}
+
+// startControllerWith is startController on config, logging to logger.
+func startControllerWith(t *testing.T, config *rest.Config, logger logr.Logger, namespace string, s settings.Settings) *controller {
+	t.Helper()
+	mgr, err := ctrl.NewManager(config, ctrl.Options{
+		Scheme: scheme, Logger: logger, Metrics: metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
 	if err != nil {

@@ -26,18 +26,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/client"
-	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/discovery/wellknown"
-	"coxswain.dev/coxswain/internal/readiness"
-	"coxswain.dev/coxswain/internal/settings"
 )
 
 // Backoff of the storm's proxies after a RESOURCE_EXHAUSTED, as the proxy agent's
@@ -239,36 +234,7 @@ func newStormProxy(ctx context.Context, cs kubernetes.Interface, ns, dir string,
 // with config's rate limits and without logging each of the storm's SVIDs.
 func startStormController(t *testing.T, config *rest.Config, namespace string) *controller {
 	t.Helper()
-	mgr, err := ctrl.NewManager(config, ctrl.Options{
-		Scheme: scheme, Logger: funcr.New(func(string, string) {}, funcr.Options{}), Metrics: metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := testSettings(t)
-	c := &controller{
-		board:    readiness.NewBoard(v1alpha1.ConditionCAReady, v1alpha1.ConditionDiscoveryServing, v1alpha1.ConditionTrustBundlePublished),
-		settings: settings.NewStore(s),
-	}
-	c.Components, err = Setup(mgr, SetupOptions{
-		Namespace: namespace, PodName: "coxswain-controller-0", ConfigName: "coxswain",
-		Settings: c.settings, Board: c.board, Host: "127.0.0.1",
-		Snapshots: cache.New(time.Now), Scopes: noGateways{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	c.stop = func() { cancel(); wg.Wait() }
-	t.Cleanup(c.stop)
-	return c
+	return startControllerWith(t, config, funcr.New(func(string, string) {}, funcr.Options{}), namespace, testSettings(t))
 }
 
 // bootstrapCounts returns the bootstrap listener's counts by result and reason, from the
