@@ -192,6 +192,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 			Status: &status.Writer{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
 				Namespace:             o.namespace,
+				Recorder:              mgr.GetEventRecorder("coxswain"),
 				SharedProxyDeployment: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
 			},
 		},

@@ -86,7 +86,10 @@ func startGatewayAPI(t *testing.T, leader bool, namespace string) *gatewayAPI {
 			Pipeline: &rebuild.Pipeline{
 				Graph: graph.Options{Namespace: namespace},
 				Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load, Metrics: metrics,
-				Status: &status.Writer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: namespace},
+				Status: &status.Writer{
+					Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: namespace,
+					Recorder: mgr.GetEventRecorder("coxswain"),
+				},
 			},
 			Debouncer:    h.debouncer,
 			afterRebuild: h.record,

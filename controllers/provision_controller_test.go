@@ -212,6 +212,7 @@ func TestDedicatedGatewayIsProgrammedOnceItHasAnAddressAndAReadyProxy(t *testing
 	programmed := string(gwapiv1.GatewayConditionProgrammed)
 
 	eventually(t, "Programmed is AddressNotAssigned", gatewayStatus(h, ns, "edge", programmed, metav1.ConditionFalse, string(gwapiv1.GatewayReasonAddressNotAssigned), ""))
+	eventually(t, "a Warning event says the address is missing", warningEvent(h, ns, "edge", string(gwapiv1.GatewayReasonAddressNotAssigned)))
 
 	// No cloud controller runs: play its part and give the Service a load balancer address.
 	var svc corev1.Service
@@ -223,6 +224,7 @@ func TestDedicatedGatewayIsProgrammedOnceItHasAnAddressAndAReadyProxy(t *testing
 		t.Fatal(err)
 	}
 	eventually(t, "Programmed is ProxyNotReady with the load balancer address", gatewayStatus(h, ns, "edge", programmed, metav1.ConditionFalse, conditions.ReasonProxyNotReady, "203.0.113.9"))
+	eventually(t, "a Warning event says no proxy replica is ready", warningEvent(h, ns, "edge", conditions.ReasonProxyNotReady))
 
 	// No kubelet runs: play its part and report the proxy Pod ready; the ReplicaSet and
 	// Deployment controllers carry that up to the Deployment's status.

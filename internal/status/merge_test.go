@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"coxswain.dev/coxswain/internal/graph/conditions"
 )
 
 var (
@@ -233,5 +235,31 @@ func TestPolicyAncestors(t *testing.T) {
 	}
 	if got := PolicyAncestors(cur[:1], ours, many, now); len(got) != 16 || got[0].ControllerName != theirs {
 		t.Errorf("PolicyAncestors kept %d entries (first of %s), want 16 with the foreign one first", len(got), got[0].ControllerName)
+	}
+}
+
+func TestProxyWarningOnlyAtTheTransition(t *testing.T) {
+	t.Parallel()
+	programmed := func(status metav1.ConditionStatus, reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: string(gwapiv1.GatewayConditionProgrammed), Status: status, Reason: reason}}
+	}
+	noAddress := programmed(metav1.ConditionFalse, string(gwapiv1.GatewayReasonAddressNotAssigned))
+	notReady := programmed(metav1.ConditionFalse, conditions.ReasonProxyNotReady)
+	tests := []struct {
+		name      string
+		cur, want []metav1.Condition
+		warn      bool
+	}{
+		{"a new Gateway without an address", nil, noAddress, true},
+		{"Programmed turning to no address", programmed(metav1.ConditionTrue, "Programmed"), noAddress, true},
+		{"an address but no ready replica", noAddress, notReady, true},
+		{"still no ready replica", notReady, notReady, false},
+		{"programmed", notReady, programmed(metav1.ConditionTrue, "Programmed"), false},
+		{"not programmed for another reason", nil, programmed(metav1.ConditionFalse, "Invalid"), false},
+	}
+	for _, tt := range tests {
+		if got := proxyWarning(tt.cur, tt.want); (got != nil) != tt.warn {
+			t.Errorf("%s: warning %v, want %v", tt.name, got, tt.warn)
+		}
 	}
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -17,6 +20,7 @@ import (
 
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/graph/conditions"
 	"coxswain.dev/coxswain/internal/state"
 )
 
@@ -36,6 +40,11 @@ type Writer struct {
 	SharedProxyDeployment types.NamespacedName
 	// Now is the clock of LastTransitionTime, time.Now when nil.
 	Now func() time.Time
+	// Recorder, when set, gets a Warning event on a Gateway whose Programmed condition turns
+	// False because its proxy has no address or no ready replica (an image that never pulls, a
+	// load balancer that never comes): the condition says it, the event makes it visible in
+	// `kubectl get events` once, at the transition.
+	Recorder events.EventRecorder
 }
 
 // Write patches the status of every GatewayClass, Gateway, HTTPRoute and BackendTLSPolicy of g
@@ -99,7 +108,8 @@ func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *
 		deployment = w.SharedProxyDeployment
 		_, checkReady = cs.Deployments[deployment]
 	}
-	return write(ctx, w, "Gateway", src, func(obj *gwapiv1.Gateway) {
+	var warn *metav1.Condition
+	wrote, err := write(ctx, w, "Gateway", src, func(obj *gwapiv1.Gateway) {
 		addresses := obj.Status.Addresses
 		if proxy.service != (types.NamespacedName{}) {
 			addresses = Addresses(cs.Services[proxy.service])
@@ -110,8 +120,27 @@ func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *
 			CheckReady: checkReady,
 			Deployment: cs.Deployments[deployment],
 		})
+		warn = proxyWarning(obj.Status.Conditions, want.Conditions)
 		obj.Status = Gateway(obj.Status, want, addresses, now)
 	})
+	if wrote && err == nil && warn != nil && w.Recorder != nil {
+		w.Recorder.Eventf(src, nil, corev1.EventTypeWarning, warn.Reason, "Program", "%s", warn.Message)
+	}
+	return wrote, err
+}
+
+// proxyWarning returns the Programmed condition of want when it turns False, from cur, for a
+// reason of the proxy (AddressNotAssigned, ProxyNotReady); nil otherwise.
+func proxyWarning(cur, want []metav1.Condition) *metav1.Condition {
+	next := meta.FindStatusCondition(want, string(gwapiv1.GatewayConditionProgrammed))
+	if next == nil || next.Status != metav1.ConditionFalse ||
+		(next.Reason != string(gwapiv1.GatewayReasonAddressNotAssigned) && next.Reason != conditions.ReasonProxyNotReady) {
+		return nil
+	}
+	if prev := meta.FindStatusCondition(cur, next.Type); prev != nil && prev.Status == next.Status && prev.Reason == next.Reason {
+		return nil
+	}
+	return next
 }
 
 func (w *Writer) writeHTTPRoute(ctx context.Context, src *gwapiv1.HTTPRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
