@@ -58,6 +58,11 @@ lint: golangci-lint ## Run golangci-lint on every module.
 test: k8s-assets kustomize ## Run every test of every module against a real kube-apiserver and etcd.
 	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s" KUSTOMIZE="$(KUSTOMIZE)"; \
 	for m in $(MODULES); do echo "test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
+	@$(MAKE) --no-print-directory test-e2e
+
+.PHONY: test-e2e
+test-e2e: k8s-assets kustomize ## Run the end-to-end suite on the local cluster: config/default, then the external-ca overlay (hack/e2e-cluster.sh).
+	hack/e2e-cluster.sh
 
 # Files that generators write: verify fails when regenerating them changes anything.
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml config/gateway-api \
