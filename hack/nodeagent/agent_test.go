@@ -93,7 +93,8 @@ func startCluster(ctx context.Context) (*cluster, error) {
 		return nil, errors.Join(err, cp.Stop())
 	}
 	if err := c.startAgent("--kubeconfig="+cp.Kubeconfig, "--node-name="+nodeName, "--images="+images,
-		"--state-dir="+filepath.Join(dir, "state"), "--restart-backoff=500ms", "--lease-duration=20s", "-v"); err != nil {
+		"--state-dir="+filepath.Join(dir, "state"), "--restart-backoff=500ms", "--lease-duration=20s", "-v",
+		"--kubelet-client-ca="+cp.CAFile, "--dns-server="+os.Getenv(envCoreDNS)); err != nil {
 		return nil, errors.Join(err, cp.Stop())
 	}
 	return c, nil

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +26,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"coxswain.dev/coxswain/hack/nodeagent/internal/dns"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/image"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/kubelet"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/node"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/pod"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
@@ -36,6 +39,7 @@ const version = "v1.36.3-coxswain-node-agent"
 
 type options struct {
 	kubeconfig, nodeName, images, stateDir, podCIDR, bridge, apiServer string
+	kubeletClientCA, dnsServer, clusterDomain                          string
 	restartBackoff, maxRestartBackoff, leaseDuration, volumeRefresh    time.Duration
 	verbose                                                            bool
 }
@@ -57,6 +61,9 @@ func main() {
 	flag.DurationVar(&o.maxRestartBackoff, "max-restart-backoff", 5*time.Minute, "longest delay before a container restart")
 	flag.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "node Lease duration; renewed every quarter of it")
 	flag.DurationVar(&o.volumeRefresh, "volume-refresh", time.Minute, "how often Secret, ConfigMap and downward API volumes are rewritten")
+	flag.StringVar(&o.kubeletClientCA, "kubelet-client-ca", "", "CA file of the client certificates the kubelet API (pods/log, on the bridge address port 10250) accepts; empty serves no kubelet API")
+	flag.StringVar(&o.dnsServer, "dns-server", "", "CoreDNS binary (hack/coredns-assets.sh) to run as the cluster DNS on the bridge address, port 53; empty runs no cluster DNS")
+	flag.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	flag.BoolVar(&o.verbose, "v", false, "log at V(1)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -113,7 +120,7 @@ func run(o options) error {
 			corev1.ResourceMemory: resource.MustParse("16Gi"),
 			corev1.ResourcePods:   resource.MustParse("110"),
 		},
-		Version: version, LeaseDuration: o.leaseDuration,
+		Version: version, LeaseDuration: o.leaseDuration, KubeletPort: kubeletPort(o),
 	}, log)
 	if err := heartbeat.Register(ctx); err != nil {
 		return err
@@ -123,6 +130,53 @@ func run(o options) error {
 		Node: o.nodeName, StateDir: o.stateDir, Self: self, Images: images, Network: network,
 		RestartBackoff: o.restartBackoff, MaxRestartBackoff: o.maxRestartBackoff,
 		APIServer: o.apiServer, VolumeRefresh: o.volumeRefresh,
+		Nameserver: nameserver(o, network), ClusterDomain: o.clusterDomain,
 	}, log)
-	return pods.Run(ctx)
+	return serve(ctx, o, client, network.Gateway().String(), pods, log)
+}
+
+func kubeletPort(o options) int32 {
+	if o.kubeletClientCA == "" {
+		return 0
+	}
+	return kubelet.Port
+}
+
+func nameserver(o options, network *sandbox.Network) string {
+	if o.dnsServer == "" {
+		return ""
+	}
+	return network.Gateway().String()
+}
+
+// serve runs the pods and, when configured, the kubelet API and the cluster DNS until ctx
+// ends; when one of them fails, the others stop and the agent exits.
+func serve(ctx context.Context, o options, client kubernetes.Interface, address string, pods *pod.Controller, log logr.Logger) error {
+	runs := []func(context.Context) error{pods.Run}
+	if o.kubeletClientCA != "" {
+		api := kubelet.New(client, kubelet.Config{Address: address, Node: o.nodeName, ClientCA: o.kubeletClientCA, Logs: pods}, log)
+		runs = append(runs, api.Run)
+	}
+	if o.dnsServer != "" {
+		server := &dns.Server{
+			Binary: o.dnsServer, Address: address, Domain: o.clusterDomain, Kubeconfig: o.kubeconfig,
+			Dir: filepath.Join(o.stateDir, "coredns"), Output: os.Stderr, Log: log.WithName("dns"),
+		}
+		runs = append(runs, server.Run)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(runs))
+	for _, run := range runs {
+		go func() {
+			err := run(ctx)
+			cancel()
+			errs <- err
+		}()
+	}
+	var all []error
+	for range runs {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }

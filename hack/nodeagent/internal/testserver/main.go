@@ -1,5 +1,6 @@
 // Command testserver is the node agent test's workload: an HTTP server that reports what its
-// pod sees (a file's content, an environment variable, its process id, another address) and, by flag,
+// pod sees (a file's content, an environment variable, its process id, another address, a
+// DNS name), writes what it is asked to its stdout or stderr, exits when asked and, by flag,
 // misbehaves: exits early, fails its health check, or ignores SIGTERM.
 package main
 
@@ -9,10 +10,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -63,6 +67,22 @@ func main() {
 		defer resp.Body.Close()
 		_, _ = io.Copy(w, resp.Body)
 	})
+	mux.HandleFunc("/resolve", resolve)
+	mux.HandleFunc("/exit", func(w http.ResponseWriter, r *http.Request) {
+		code, err := strconv.Atoi(r.URL.Query().Get("code"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		time.AfterFunc(100*time.Millisecond, func() { os.Exit(code) })
+	})
+	mux.HandleFunc("/log", func(w http.ResponseWriter, r *http.Request) {
+		out := os.Stdout
+		if r.URL.Query().Get("stream") == "stderr" {
+			out = os.Stderr
+		}
+		_, _ = fmt.Fprint(out, r.URL.Query().Get("text"))
+	})
 	mux.HandleFunc("/write", func(w http.ResponseWriter, r *http.Request) {
 		if err := os.WriteFile(r.URL.Query().Get("path"), []byte(r.URL.Query().Get("data")), 0o600); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -90,6 +110,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// resolve looks a name up through the pod's /etc/resolv.conf (the pure-Go resolver of a
+// static binary): its A records, or with type=SRV its SRV targets and ports, sorted and one a
+// line. An unknown name answers 404 NXDOMAIN, another failure 502.
+func resolve(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var answers []string
+	var err error
+	if q.Get("type") == "SRV" {
+		var srvs []*net.SRV
+		_, srvs, err = net.DefaultResolver.LookupSRV(r.Context(), "", "", q.Get("name"))
+		for _, s := range srvs {
+			answers = append(answers, fmt.Sprintf("%s:%d", s.Target, s.Port))
+		}
+	} else {
+		answers, err = net.DefaultResolver.LookupHost(r.Context(), q.Get("name"))
+	}
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		http.Error(w, "NXDOMAIN", http.StatusNotFound)
+		return
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	slices.Sort(answers)
+	_, _ = fmt.Fprint(w, strings.Join(answers, "\n"))
 }
 
 func get(url string) int {
