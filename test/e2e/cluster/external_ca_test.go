@@ -63,16 +63,10 @@ func TestExternalCA(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
-	shared, err := s.pods(ctx, client.InNamespace(wellknown.InstallNamespace), sharedPoolLabels)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e2e.Hold(ctx, absentFor, 250*time.Millisecond, func(ctx context.Context) error {
-		return s.servesNoDiscovery(ctx, shared)
-	}); err != nil {
+	if err := e2e.Hold(ctx, absentFor, 250*time.Millisecond, s.servesNoDiscovery); err != nil {
 		t.Fatalf("without the CA Secret: %v", err)
 	}
-	t.Logf("No discovery for %s without the CA Secret (%d shared proxies NotReady)", absentFor, len(shared))
+	t.Logf("No discovery for %s without the CA Secret", absentFor)
 
 	caPEM, keyPEM, err := newCA()
 	if err != nil {
@@ -160,8 +154,8 @@ func (s *suite) controllersRunning(ctx context.Context) error {
 }
 
 // servesNoDiscovery returns nil while no controller pod is Ready or accepts a connection on
-// the discovery ports, no trust bundle is published and every shared proxy pod is NotReady.
-func (s *suite) servesNoDiscovery(ctx context.Context, shared []corev1.Pod) error {
+// the discovery ports, no trust bundle is published and no shared proxy pod is Ready.
+func (s *suite) servesNoDiscovery(ctx context.Context) error {
 	pods, err := s.pods(ctx, client.InNamespace(wellknown.InstallNamespace), controllerLabels)
 	if err != nil {
 		return err
@@ -187,9 +181,14 @@ func (s *suite) servesNoDiscovery(ctx context.Context, shared []corev1.Pod) erro
 	case !apierrors.IsNotFound(err):
 		return err
 	}
+	// They cannot bootstrap, and without the trust bundle they may not even start: ask the API.
+	shared, err := s.pods(ctx, client.InNamespace(wellknown.InstallNamespace), sharedPoolLabels)
+	if err != nil {
+		return err
+	}
 	for i := range shared {
-		if err := isNotReady(&shared[i])(ctx); err != nil {
-			return err
+		if podReady(&shared[i]) == corev1.ConditionTrue {
+			return fmt.Errorf("shared proxy pod %s is Ready without a CA", shared[i].Name)
 		}
 	}
 	return nil

@@ -72,10 +72,26 @@ func (s *suite) startHandMade(ctx context.Context, t *testing.T, pod *corev1.Pod
 	return pod
 }
 
-// staysRefused checks that a refused pod answers NotReady throughout refusedFor and is not
-// Ready to Kubernetes.
-func (s *suite) staysRefused(ctx context.Context, t *testing.T, pod *corev1.Pod) {
+// staysRefused checks that a refused pod answers NotReady, saying why (the refusal's gRPC code
+// and reason, which its /readyz body names), throughout refusedFor, and is not Ready to
+// Kubernetes.
+func (s *suite) staysRefused(ctx context.Context, t *testing.T, pod *corev1.Pod, why ...string) {
 	t.Helper()
+	h := health(pod)
+	if err := e2e.Poll(ctx, time.Minute, 100*time.Millisecond, func(ctx context.Context) error {
+		_, body, err := h.Readyz(ctx)
+		if err != nil {
+			return err
+		}
+		for _, w := range why {
+			if !strings.Contains(body, w) {
+				return fmt.Errorf("%s readyz %q does not say %q", pod.Name, body, w)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
 	if err := e2e.Hold(ctx, refusedFor, 100*time.Millisecond, isNotReady(pod)); err != nil {
 		t.Error(err)
 	}
@@ -133,7 +149,7 @@ func (s *suite) foreignServiceAccountRefused(t *testing.T) {
 	if n, err := s.controllerMetric(ctx, "coxswain_discovery_bootstrap_total", map[string]string{"result": "rejected", "reason": "IdentityNotAllowed"}); err != nil || n < 1 {
 		t.Errorf("coxswain_discovery_bootstrap_total{result=\"rejected\",reason=\"IdentityNotAllowed\"} = %v (%v), want at least 1", n, err)
 	}
-	s.staysRefused(ctx, t, pod)
+	s.staysRefused(ctx, t, pod, "PermissionDenied", "IdentityNotAllowed")
 	if n, err := health(pod).Metric(ctx, "coxswain_proxy_svids_issued_total"); err != nil || n != 0 {
 		t.Errorf("%s coxswain_proxy_svids_issued_total = %v (%v), want 0", name, n, err)
 	}
@@ -186,7 +202,7 @@ func (s *suite) foreignScopeRefused(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
-	s.staysRefused(ctx, t, pod)
+	s.staysRefused(ctx, t, pod, "PermissionDenied", "ScopeNotAuthorized")
 	if n, err := h.Metric(ctx, "coxswain_proxy_snapshots_applied_total"); err != nil || n != 0 {
 		t.Errorf("poacher coxswain_proxy_snapshots_applied_total = %v (%v), want 0", n, err)
 	}
