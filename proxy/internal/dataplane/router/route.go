@@ -33,6 +33,9 @@ type Route struct {
 	Rewrite         *Rewrite
 	Mirrors         []*Mirror
 	ResponseHeaders []*HeaderModifier
+	// CORS, when set, answers preflight requests and adds the CORS headers to the answers of
+	// allowed origins.
+	CORS *CORS
 	// Redirect, when set, answers the request; nothing is forwarded.
 	Redirect *Redirect
 	// DirectStatus, when non-zero, answers the request with that status.
@@ -59,11 +62,15 @@ type valueMatch struct {
 }
 
 // Backend is one weighted destination. Exactly one of Cluster and ErrorStatus is set.
+// RequestHeaders and ResponseHeaders apply only to the requests this backend gets, after the
+// route's.
 type Backend struct {
-	Cluster     *ClusterRef
-	Weight      uint32
-	ErrorStatus int
-	cumulative  uint64
+	Cluster         *ClusterRef
+	Weight          uint32
+	ErrorStatus     int
+	RequestHeaders  []*HeaderModifier
+	ResponseHeaders []*HeaderModifier
+	cumulative      uint64
 }
 
 // HeaderModifier sets (replaces), adds (appends) and removes headers, in that order.
