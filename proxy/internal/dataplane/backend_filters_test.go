@@ -12,7 +12,9 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
 
-func setHeader(name, value string) *discoveryv1.Header { return &discoveryv1.Header{Name: name, Value: value} }
+func setHeader(name, value string) *discoveryv1.Header {
+	return &discoveryv1.Header{Name: name, Value: value}
+}
 
 // Tests that each backend's header modifiers apply to exactly the requests it gets, after the
 // route's, with the requests shared by weight; and that a mirror copy carries the route's
@@ -30,7 +32,8 @@ func TestBackendHeaderFiltersWithWeights(t *testing.T) {
 	}))
 	t.Cleanup(mirror.Close)
 	d := start(t, dataplane.Options{})
-	route := &discoveryv1.Route{Name: "ns/split/0/0", Match: snaptest.Prefix("/"),
+	route := &discoveryv1.Route{
+		Name: "ns/split/0/0", Match: snaptest.Prefix("/"),
 		Filters: []*discoveryv1.Filter{
 			filter(&discoveryv1.Filter_RequestHeaders{RequestHeaders: &discoveryv1.HeaderModifier{
 				Set: []*discoveryv1.Header{setHeader("X-Route", "split")}, Add: []*discoveryv1.Header{setHeader("X-Order", "route")},
