@@ -103,19 +103,43 @@ func parseOrigin(o string, pattern bool) (corsOrigin, bool) {
 			return out, false
 		}
 	}
-	if host == "" || strings.ContainsAny(host, "/?#@ ") {
-		return out, false
-	}
 	host = strings.ToLower(host)
 	if pattern && (host == "*" || strings.HasPrefix(host, "*.")) {
 		out.wildcard, host = true, host[1:]
 	}
-	if strings.Contains(host, "*") {
+	if !validOriginHost(host, out.wildcard) {
 		return out, false
 	}
 	out.host = host
 	return out, true
 }
+
+// validOriginHost accepts a lower-case DNS name or IP address, or an IPv6 literal in brackets;
+// empty only as what is left of a bare "*".
+func validOriginHost(host string, wildcard bool) bool {
+	if host == "" {
+		return wildcard
+	}
+	if host[0] == '[' {
+		if len(host) < 3 || host[len(host)-1] != ']' {
+			return false
+		}
+		for i := 1; i < len(host)-1; i++ {
+			if c := host[i]; !isDigit(c) && (c < 'a' || c > 'f') && c != ':' && c != '.' {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; !isDigit(c) && (c < 'a' || c > 'z') && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // AllowOrigin says whether a request's Origin header value is allowed.
 func (c *CORS) AllowOrigin(origin string) bool {

@@ -1,6 +1,8 @@
 package router_test
 
 import (
+	"net/url"
+	"strings"
 	"testing"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
@@ -80,4 +82,42 @@ func TestCORSAnyOrigin(t *testing.T) {
 	if corsRoute(t, &discoveryv1.Cors{}).AllowOrigin("https://a.example.com") {
 		t.Error("no allowOrigins admits no origin")
 	}
+}
+
+// FuzzCORSAllowOrigin feeds AllowOrigin arbitrary Origin values, as clients send them: it must
+// never panic, and an origin it allows must be one the list names, read as a URL.
+func FuzzCORSAllowOrigin(f *testing.F) {
+	for _, seed := range []string{
+		"https://a.bar.com", "https://bar.com", "http://a.example.com:8080", "http://a.example.com", "null", "",
+		"https://a.bar.com:443", "https://a.bar.com:0443", "https://x.bar.com/p", "https://[::1]:443", "HTTPS://A.BAR.COM",
+		"https://a.bar.com:", "https://@a.bar.com", "https://a.bar.com:65536", "https://.bar.com",
+		"HTTPS://%.BAR.COM",
+	} {
+		f.Add(seed)
+	}
+	c := &discoveryv1.Cors{AllowOrigins: []string{"https://*.bar.com", "http://a.example.com:8080"}}
+	table, err := router.Compile(snaptest.Seq(snaptest.Resources(f, routeWith(func(r *discoveryv1.Route) {
+		r.Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_Cors{Cors: c}}}
+	}), snaptest.Cluster(f, "ns/app:80", "127.0.0.1:1"))))
+	if err != nil {
+		f.Fatal(err)
+	}
+	p, _ := table.Port(80)
+	cors := p.VirtualHosts()[0].Routes()[0].CORS
+	f.Fuzz(func(t *testing.T, origin string) {
+		if !cors.AllowOrigin(origin) {
+			return
+		}
+		u, err := url.Parse(strings.ToLower(origin))
+		if err != nil || u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
+			t.Fatalf("allowed %q, which is not an origin (%v)", origin, err)
+		}
+		host, port := u.Hostname(), u.Port()
+		switch {
+		case u.Scheme == "https" && (port == "" || port == "443") && strings.HasSuffix(host, ".bar.com") && len(host) > len(".bar.com"):
+		case u.Scheme == "http" && port == "8080" && host == "a.example.com":
+		default:
+			t.Fatalf("allowed %q: scheme %q, host %q, port %q", origin, u.Scheme, host, port)
+		}
+	})
 }
