@@ -72,8 +72,8 @@ func (h *Handler) forward(x *exchange) int {
 	if err := h.mirror(x, out, body); err != nil {
 		return x.bodyFailed(err)
 	}
-	if len(b.RequestHeaders) > 0 {
-		backendRequestHeaders(out.Header, b, upgrade) // after the mirrors copied the request
+	if b.Filters != nil {
+		backendRequestHeaders(out.Header, b.Filters, upgrade) // after the mirrors copied the request
 	}
 	resp, err := cl.Transport(ep).RoundTrip(out)
 	if err != nil {
@@ -156,10 +156,10 @@ func (x *exchange) outbound(ctx context.Context, ep *upstream.Endpoint, body *re
 
 // backendRequestHeaders applies the chosen backend's request header modifiers, after the
 // route's, leaving the fields the proxy sets itself as the route's modifiers leave them.
-func backendRequestHeaders(hdr http.Header, b *router.Backend, upgrade bool) {
+func backendRequestHeaders(hdr http.Header, f *router.BackendFilters, upgrade bool) {
 	xff, xfp := hdr[headerXForwardedFor], hdr[headerXForwardedProto]
 	conn, up := hdr[headerConnection], hdr[headerUpgrade]
-	for _, m := range b.RequestHeaders {
+	for _, m := range f.RequestHeaders {
 		modifyHeaders(hdr, m)
 	}
 	hdr[headerXForwardedFor], hdr[headerXForwardedProto] = xff, xfp

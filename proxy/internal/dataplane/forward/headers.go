@@ -95,7 +95,7 @@ func managed(r *router.Route, name string) bool {
 		return true
 	}
 	for i := range r.Backends {
-		if modifies(r.Backends[i].RequestHeaders, name) {
+		if f := r.Backends[i].Filters; f != nil && modifies(f.RequestHeaders, name) {
 			return true
 		}
 	}

@@ -45,8 +45,10 @@ func (x *exchange) relay(resp *http.Response, b *router.Backend, cancel context.
 	for _, m := range x.route.ResponseHeaders {
 		modifyHeaders(hdr, m)
 	}
-	for _, m := range b.ResponseHeaders {
-		modifyHeaders(hdr, m)
+	if b.Filters != nil {
+		for _, m := range b.Filters.ResponseHeaders {
+			modifyHeaders(hdr, m)
+		}
 	}
 	if c := x.route.CORS; c != nil {
 		x.corsResponse(hdr, c)

@@ -36,8 +36,10 @@ func (h *Handler) tunnel(x *exchange, b *router.Backend, resp *http.Response) in
 	for _, m := range x.route.ResponseHeaders {
 		modifyHeaders(hdr, m)
 	}
-	for _, m := range b.ResponseHeaders {
-		modifyHeaders(hdr, m)
+	if b.Filters != nil {
+		for _, m := range b.Filters.ResponseHeaders {
+			modifyHeaders(hdr, m)
+		}
 	}
 	hdr[headerConnection] = []string{"Upgrade"}
 	hdr[headerUpgrade] = resp.Header[headerUpgrade]

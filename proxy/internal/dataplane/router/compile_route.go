@@ -140,16 +140,20 @@ func (c *compiler) compileBackends(r *Route, in []*discoveryv1.WeightedBackend) 
 // compileFilters compiles a backend's filters: header modifiers only, since every other
 // filter acts before a backend is chosen.
 func (b *Backend) compileFilters(in []*discoveryv1.Filter) error {
+	if len(in) == 0 {
+		return nil
+	}
+	b.Filters = &BackendFilters{}
 	for i, f := range in {
 		var err error
 		var m *HeaderModifier
 		switch k := f.GetKind().(type) {
 		case *discoveryv1.Filter_RequestHeaders:
 			m, err = headerModifier(k.RequestHeaders)
-			b.RequestHeaders = append(b.RequestHeaders, m)
+			b.Filters.RequestHeaders = append(b.Filters.RequestHeaders, m)
 		case *discoveryv1.Filter_ResponseHeaders:
 			m, err = headerModifier(k.ResponseHeaders)
-			b.ResponseHeaders = append(b.ResponseHeaders, m)
+			b.Filters.ResponseHeaders = append(b.Filters.ResponseHeaders, m)
 		default:
 			err = fmt.Errorf("%w: a backend takes header modifiers only", ErrInvalid)
 		}

@@ -62,15 +62,20 @@ type valueMatch struct {
 }
 
 // Backend is one weighted destination. Exactly one of Cluster and ErrorStatus is set.
-// RequestHeaders and ResponseHeaders apply only to the requests this backend gets, after the
+// Filters, nil for most backends, apply only to the requests this backend gets, after the
 // route's.
 type Backend struct {
-	Cluster         *ClusterRef
-	Weight          uint32
-	ErrorStatus     int
+	Cluster     *ClusterRef
+	Weight      uint32
+	ErrorStatus int
+	Filters     *BackendFilters
+	cumulative  uint64
+}
+
+// BackendFilters are the header modifiers of one backend, applied in order.
+type BackendFilters struct {
 	RequestHeaders  []*HeaderModifier
 	ResponseHeaders []*HeaderModifier
-	cumulative      uint64
 }
 
 // HeaderModifier sets (replaces), adds (appends) and removes headers, in that order.
