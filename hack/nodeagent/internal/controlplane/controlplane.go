@@ -39,6 +39,7 @@ type Options struct {
 var controllers = []string{
 	"deployment-controller", "replicaset-controller", "garbage-collector-controller",
 	"serviceaccount-controller", "root-ca-certificate-publisher-controller", "namespace-controller",
+	"endpointslice-controller",
 }
 
 // ControlPlane is a running etcd, kube-apiserver and kube-controller-manager.

@@ -1,10 +1,13 @@
 // Command testserver is the node agent test's workload: an HTTP server that reports what its
-// pod sees (a file's content, an environment variable, its process id, another address) and, by flag,
-// misbehaves: exits early, fails its health check, or ignores SIGTERM.
+// pod sees (a file's content, an environment variable, its process id, another address, over
+// HTTPS with the roots of a given CA file) and, by flag, misbehaves: exits early, fails its
+// health check, or ignores SIGTERM.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -55,7 +58,18 @@ func main() {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		client := &http.Client{Timeout: 5 * time.Second}
+		if ca := r.URL.Query().Get("ca"); ca != "" { // trust only the roots of this file
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			roots := x509.NewCertPool()
+			roots.AppendCertsFromPEM(pem)
+			client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
