@@ -112,6 +112,9 @@ func run(o options) error {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "coxswain-node-agent"
+	// Status writes of pods and load balancers come in bursts (20 Gateways at once); the
+	// client's default of 5 a second would queue them for seconds.
+	cfg.QPS, cfg.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)

@@ -313,3 +313,96 @@ func fetch(ctx context.Context, url string) (string, error) {
 	}
 	return string(body), nil
 }
+
+// Tests the load balancers the Gateway API conformance suite asks for: 20 LoadBalancer
+// Services alive at once, each on ports 80, 443, 8080 and 8090, get 20 distinct addresses and
+// serve every port; a restarted agent keeps the address of each (it reads them back from the
+// status) and serves them again.
+func TestServicesManyLoadBalancersSurviveAgentRestart(t *testing.T) {
+	ctx := t.Context()
+	c := getCluster(t)
+	const ns, count = "agent-lbs", 20
+	ensureNamespace(ctx, t, c, ns)
+	d := webDeployment()
+	d.Name = "many"
+	d.Spec.Selector.MatchLabels = map[string]string{"app": "many"}
+	d.Spec.Template.Labels = map[string]string{"app": "many"}
+	if _, err := c.client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ports := []int32{80, 443, 8080, 8090}
+	for i := range count {
+		svc := webService(fmt.Sprintf("gw-%02d", i), corev1.ServiceTypeLoadBalancer, intstr.FromString("http"))
+		svc.Spec.Selector = map[string]string{"app": "many"}
+		svc.Spec.Ports = nil
+		for _, p := range ports {
+			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", p), Port: p, TargetPort: intstr.FromString("http")})
+		}
+		if _, err := c.client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addrs := func(count int) map[string]string {
+		out := map[string]string{}
+		poll(t, "an address for each of the Services", 60*time.Second, func() (bool, error) {
+			list, err := c.client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			clear(out)
+			for _, s := range list.Items {
+				if in := s.Status.LoadBalancer.Ingress; len(in) == 1 && netip.MustParsePrefix(lbPool).Contains(netip.MustParseAddr(in[0].IP)) {
+					out[s.Name] = in[0].IP
+				}
+			}
+			return len(out) == count, fmt.Errorf("%d of %d have an address", len(out), count)
+		})
+		return out
+	}
+	serving := func(byName map[string]string) {
+		poll(t, "every address serving every port", 60*time.Second, func() (bool, error) {
+			for name, ip := range byName {
+				for _, p := range ports {
+					if got, err := fetch(ctx, fmt.Sprintf("http://%s:%d/healthz", ip, p)); got != "ok\n" {
+						return false, fmt.Errorf("%s on %s:%d: %q %w", name, ip, p, got, err)
+					}
+				}
+			}
+			return true, nil
+		})
+	}
+	before := addrs(count)
+	distinct := map[string]bool{}
+	for _, ip := range before {
+		distinct[ip] = true
+	}
+	if len(distinct) != count {
+		t.Fatalf("%d Services share %d addresses: %v", count, len(distinct), before)
+	}
+	serving(before)
+	t.Logf("%d LoadBalancer Services serve ports %v on %d distinct addresses", count, ports, len(distinct))
+
+	// The first five go: a restarted agent that did not read the addresses back from the
+	// status would hand out the pool's first addresses again, to the others.
+	for i := range 5 {
+		name := fmt.Sprintf("gw-%02d", i)
+		if err := c.client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		delete(before, name)
+	}
+	if err := c.restartAgent(); err != nil {
+		t.Fatal(err)
+	}
+	after := addrs(count - 5)
+	for name, ip := range before {
+		if after[name] != ip {
+			t.Errorf("Service %s had %s before the agent restarted, %s after", name, ip, after[name])
+		}
+	}
+	serving(after)
+	t.Logf("after an agent restart every Service keeps its address and serves again")
+	if err := c.client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+	}
+}
