@@ -27,8 +27,8 @@ const (
 	saCA              = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 )
 
-// Tests that the agent's service proxy serves a ClusterIP Service from the node and from a
-// pod, follows endpoint changes, refuses connections once no endpoint is ready and stops
+// Tests that the agent's service proxy serves a ClusterIP Service (TCP, and UDP from the
+// node) from the node and from a pod, follows endpoint changes, refuses connections once no endpoint is ready and stops
 // serving a deleted Service; that LoadBalancer Services on the same port get distinct
 // addresses of the pool in their status and serve on them; and that pods reach the API
 // server through the kubernetes Service, 10.96.0.1:443.
@@ -61,6 +61,12 @@ func TestServicesProxyClusterIPAndLoadBalancer(t *testing.T) {
 		got, err := fetch(ctx, "http://"+web+"/env?name=POD_NAME")
 		return got == first, fmt.Errorf("got %q, %w", got, err)
 	})
+	host, _, _ := net.SplitHostPort(web)
+	poll(t, "the ClusterIP's UDP port answering", 30*time.Second, func() (bool, error) {
+		got, err := askUDP(ctx, net.JoinHostPort(host, "53"))
+		return got == first, fmt.Errorf("got %q, %w", got, err)
+	})
+	t.Logf("the ClusterIP answers on TCP port 80 and UDP port 53")
 	expectRefused(t, clusterAddr(t, c, "nobody"))
 
 	lb1, lb2 := lbAddr(t, c, "web-lb"), lbAddr(t, c, "web-lb2")
@@ -178,8 +184,11 @@ func webDeployment() *appsv1.Deployment {
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To[int64](1),
 					Containers: []corev1.Container{{
-						Name: "server", Image: testImage, Args: []string{"-listen=:8080"},
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						Name: "server", Image: testImage, Args: []string{"-listen=:8080", "-udp=:8053"},
+						Ports: []corev1.ContainerPort{
+							{Name: "http", ContainerPort: 8080},
+							{Name: "echo", ContainerPort: 8053, Protocol: corev1.ProtocolUDP},
+						},
 						Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
 							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"},
 						}}},
@@ -200,7 +209,10 @@ func webService(name string, typ corev1.ServiceType, target intstr.IntOrString) 
 		Spec: corev1.ServiceSpec{
 			Type:     typ,
 			Selector: map[string]string{"app": "web"},
-			Ports:    []corev1.ServicePort{{Name: "web", Port: 80, TargetPort: target}},
+			Ports: []corev1.ServicePort{
+				{Name: "web", Port: 80, TargetPort: target},
+				{Name: "echo", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromString("echo")},
+			},
 		},
 	}
 }
@@ -405,4 +417,20 @@ func TestServicesManyLoadBalancersSurviveAgentRestart(t *testing.T) {
 	if err := c.client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Error(err)
 	}
+}
+
+// askUDP sends a datagram to addr and returns the answer.
+func askUDP(ctx context.Context, addr string) (string, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "udp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("who")); err != nil {
+		return "", err
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 512)
+	n, err := conn.Read(buf)
+	return string(buf[:n]), err
 }

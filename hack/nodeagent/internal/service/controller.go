@@ -295,7 +295,7 @@ func (c *Controller) warnUnserved(k string, ports []corev1.ServicePort) {
 		id := fmt.Sprintf("%s/%s/%d", k, p.Protocol, p.Port)
 		if !c.warned[id] {
 			c.warned[id] = true
-			c.log.Info("Service port not served: only TCP is proxied", "service", k, "port", p.Port, "protocol", p.Protocol)
+			c.log.Info("Service port not served: only TCP and UDP are proxied", "service", k, "port", p.Port, "protocol", p.Protocol)
 		}
 	}
 }

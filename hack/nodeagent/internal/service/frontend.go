@@ -20,7 +20,7 @@ type Frontend struct {
 
 // Frontends are what the proxy serves for svc: each port of the Service on its ClusterIP
 // (when it is one of serviceCIDR) and on lbIP (when valid), forwarding to the ready endpoints
-// of the slices eps for that port. Only TCP ports are served; the others are returned apart.
+// of the slices eps for that port. TCP and UDP ports are served; SCTP ones are returned apart.
 func Frontends(svc *corev1.Service, serviceCIDR netip.Prefix, lbIP netip.Addr, eps []*discoveryv1.EndpointSlice) (fs []Frontend, unserved []corev1.ServicePort) {
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(svc.Spec.ClusterIP); err == nil && serviceCIDR.Contains(ip) {
@@ -33,13 +33,17 @@ func Frontends(svc *corev1.Service, serviceCIDR netip.Prefix, lbIP netip.Addr, e
 		return nil, nil
 	}
 	for _, sp := range svc.Spec.Ports {
-		if sp.Protocol != corev1.ProtocolTCP && sp.Protocol != "" {
+		protocol := sp.Protocol
+		if protocol == "" {
+			protocol = corev1.ProtocolTCP
+		}
+		if protocol != corev1.ProtocolTCP && protocol != corev1.ProtocolUDP {
 			unserved = append(unserved, sp)
 			continue
 		}
-		backends := ReadyBackends(eps, sp.Name, corev1.ProtocolTCP)
+		backends := ReadyBackends(eps, sp.Name, protocol)
 		for _, a := range addrs {
-			fs = append(fs, Frontend{Addr: netip.AddrPortFrom(a, uint16(sp.Port)), Protocol: corev1.ProtocolTCP, Backends: backends}) //nolint:gosec // the API server keeps ports in 1-65535
+			fs = append(fs, Frontend{Addr: netip.AddrPortFrom(a, uint16(sp.Port)), Protocol: protocol, Backends: backends}) //nolint:gosec // the API server keeps ports in 1-65535
 		}
 	}
 	return fs, unserved

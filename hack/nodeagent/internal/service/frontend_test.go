@@ -105,31 +105,36 @@ func TestReadyBackends(t *testing.T) {
 	}
 }
 
-// Tests the frontends of a Service: each TCP port on the ClusterIP and on the load-balancer
-// address, other protocols apart, nothing for a headless Service or one outside the range.
+// Tests the frontends of a Service: each TCP and UDP port on the ClusterIP and on the
+// load-balancer address, SCTP apart, nothing for a headless Service or one outside the range.
 func TestFrontends(t *testing.T) {
 	t.Parallel()
-	eps := []*discoveryv1.EndpointSlice{slice("a", discoveryv1.AddressTypeIPv4, map[string]int32{"http": 8080, "dns": 53}, ep{addr: "10.244.0.2"})}
+	s := slice("a", discoveryv1.AddressTypeIPv4, map[string]int32{"http": 8080}, ep{addr: "10.244.0.2"})
+	s.Ports = append(s.Ports, discoveryv1.EndpointPort{Name: ptr.To("dns"), Port: ptr.To[int32](5353), Protocol: ptr.To(corev1.ProtocolUDP)})
+	eps := []*discoveryv1.EndpointSlice{s}
 	svc := func(clusterIP string) *corev1.Service {
 		return &corev1.Service{Spec: corev1.ServiceSpec{
 			ClusterIP: clusterIP,
 			Ports: []corev1.ServicePort{
 				{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("http")},
 				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+				{Name: "sctp", Port: 9, Protocol: corev1.ProtocolSCTP},
 			},
 		}}
 	}
-	backends := aps("10.244.0.2:8080")
+	http, dns := aps("10.244.0.2:8080"), aps("10.244.0.2:5353")
 	fs, unserved := Frontends(svc("10.96.0.10"), serviceCIDR, netip.MustParseAddr("10.245.0.1"), eps)
 	want := []Frontend{
-		{Addr: netip.MustParseAddrPort("10.96.0.10:80"), Protocol: corev1.ProtocolTCP, Backends: backends},
-		{Addr: netip.MustParseAddrPort("10.245.0.1:80"), Protocol: corev1.ProtocolTCP, Backends: backends},
+		{Addr: netip.MustParseAddrPort("10.96.0.10:80"), Protocol: corev1.ProtocolTCP, Backends: http},
+		{Addr: netip.MustParseAddrPort("10.245.0.1:80"), Protocol: corev1.ProtocolTCP, Backends: http},
+		{Addr: netip.MustParseAddrPort("10.96.0.10:53"), Protocol: corev1.ProtocolUDP, Backends: dns},
+		{Addr: netip.MustParseAddrPort("10.245.0.1:53"), Protocol: corev1.ProtocolUDP, Backends: dns},
 	}
 	if diff := cmp.Diff(want, fs, cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
 		t.Errorf("frontends (-want +got):\n%s", diff)
 	}
-	if len(unserved) != 1 || unserved[0].Name != "dns" {
-		t.Errorf("unserved ports %v, want the UDP one", unserved)
+	if len(unserved) != 1 || unserved[0].Name != "sctp" {
+		t.Errorf("unserved ports %v, want the SCTP one", unserved)
 	}
 	for _, ip := range []string{"None", "", "10.97.0.1"} {
 		if fs, _ := Frontends(svc(ip), serviceCIDR, netip.Addr{}, eps); len(fs) != 0 {

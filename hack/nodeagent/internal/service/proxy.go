@@ -15,9 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Proxy serves frontends in user space: a TCP listener per frontend address and port, which
-// forwards each connection it accepts to one of the frontend's backends, round robin, and
-// copies bytes both ways until both sides have closed, one fails, or the connection idles.
+// Proxy serves frontends in user space. A TCP frontend is a listener that forwards each
+// connection it accepts to one of the frontend's backends, round robin, and copies bytes both
+// ways until both sides have closed, one fails, or the connection idles. A UDP frontend is a
+// socket that sends each client's datagrams to one backend (chosen round robin when the
+// client's first datagram comes) and the backend's answers back, until the client idles.
 type Proxy struct {
 	log         logr.Logger
 	idle        time.Duration
@@ -27,18 +29,49 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	closed    bool
-	listeners map[netip.AddrPort]*listener
-	owned     map[string]map[netip.AddrPort]bool // Service key -> its served frontends
+	listeners map[frontendKey]server
+	owned     map[string]map[frontendKey]bool // Service key -> its served frontends
 	conns     map[*net.TCPConn]struct{}
 	wg        sync.WaitGroup
 }
 
-type listener struct {
-	owner    string
-	ln       *net.TCPListener
+type frontendKey struct {
+	addr     netip.AddrPort
+	protocol corev1.Protocol
+}
+
+func (k frontendKey) String() string { return string(k.protocol) + " " + k.addr.String() }
+
+// server is a frontend's listener of either protocol.
+type server interface {
+	owner() string
+	setBackends(backends []netip.AddrPort)
+	// close stops taking new connections (UDP: ends every session).
+	close()
+}
+
+// rotation is a frontend's backends and whose turn is next.
+type rotation struct {
 	backends atomic.Pointer[[]netip.AddrPort]
 	next     atomic.Uint64
 }
+
+// turn is the list of backends starting with the one whose turn it is.
+func (r *rotation) turn() []netip.AddrPort {
+	bs := *r.backends.Load()
+	start := int((r.next.Add(1) - 1) % uint64(len(bs))) //nolint:gosec // a remainder of a length
+	return append(bs[start:len(bs):len(bs)], bs[:start]...)
+}
+
+type listener struct {
+	rotation
+	key string
+	ln  *net.TCPListener
+}
+
+func (l *listener) owner() string                         { return l.key }
+func (l *listener) setBackends(backends []netip.AddrPort) { l.backends.Store(&backends) }
+func (l *listener) close()                                { _ = l.ln.Close() } // the accept loop ends on the error
 
 // NewProxy returns a proxy serving nothing yet. A connection on which no byte moved either way
 // for idle is closed; a backend that does not accept within dialTimeout is skipped.
@@ -46,7 +79,7 @@ func NewProxy(log logr.Logger, idle, dialTimeout time.Duration) *Proxy {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Proxy{
 		log: log, idle: idle, dialTimeout: dialTimeout, ctx: ctx, cancel: cancel,
-		listeners: map[netip.AddrPort]*listener{}, owned: map[string]map[netip.AddrPort]bool{},
+		listeners: map[frontendKey]server{}, owned: map[string]map[frontendKey]bool{},
 		conns: map[*net.TCPConn]struct{}{},
 	}
 }
@@ -61,10 +94,10 @@ func (p *Proxy) Set(key string, fs []Frontend) error {
 	if p.closed {
 		return nil
 	}
-	want := map[netip.AddrPort][]netip.AddrPort{}
+	want := map[frontendKey][]netip.AddrPort{}
 	for _, f := range fs {
-		if f.Protocol == corev1.ProtocolTCP && len(f.Backends) > 0 {
-			want[f.Addr] = f.Backends
+		if (f.Protocol == corev1.ProtocolTCP || f.Protocol == corev1.ProtocolUDP) && len(f.Backends) > 0 {
+			want[frontendKey{f.Addr, f.Protocol}] = f.Backends
 		}
 	}
 	for a := range p.owned[key] {
@@ -75,11 +108,11 @@ func (p *Proxy) Set(key string, fs []Frontend) error {
 	var errs []error
 	for a, backends := range want {
 		if l, ok := p.listeners[a]; ok {
-			if l.owner != key {
-				errs = append(errs, fmt.Errorf("serve %s: already served for %s", a, l.owner))
+			if l.owner() != key {
+				errs = append(errs, fmt.Errorf("serve %s: already served for %s", a, l.owner()))
 				continue
 			}
-			l.backends.Store(&backends)
+			l.setBackends(backends)
 			continue
 		}
 		if err := p.listen(key, a, backends); err != nil {
@@ -89,34 +122,48 @@ func (p *Proxy) Set(key string, fs []Frontend) error {
 	return errors.Join(errs...)
 }
 
-func (p *Proxy) listen(key string, a netip.AddrPort, backends []netip.AddrPort) error {
-	ln, err := (&net.ListenConfig{}).Listen(p.ctx, "tcp4", a.String())
-	if err != nil {
-		return fmt.Errorf("serve %s: %w", a, err)
+func (p *Proxy) listen(key string, a frontendKey, backends []netip.AddrPort) error {
+	var l server
+	if a.protocol == corev1.ProtocolUDP {
+		conn, err := (&net.ListenConfig{}).ListenPacket(p.ctx, "udp4", a.addr.String())
+		if err != nil {
+			return fmt.Errorf("serve %s: %w", a, err)
+		}
+		u := &udpListener{key: key, conn: conn.(*net.UDPConn), sessions: map[netip.AddrPort]*udpSession{}}
+		u.setBackends(backends)
+		p.wg.Add(1)
+		go p.serveUDP(u)
+		l = u
+	} else {
+		ln, err := (&net.ListenConfig{}).Listen(p.ctx, "tcp4", a.addr.String())
+		if err != nil {
+			return fmt.Errorf("serve %s: %w", a, err)
+		}
+		t := &listener{key: key, ln: ln.(*net.TCPListener)}
+		t.setBackends(backends)
+		p.wg.Add(1)
+		go p.serve(t)
+		l = t
 	}
-	l := &listener{owner: key, ln: ln.(*net.TCPListener)}
-	l.backends.Store(&backends)
 	p.listeners[a] = l
 	if p.owned[key] == nil {
-		p.owned[key] = map[netip.AddrPort]bool{}
+		p.owned[key] = map[frontendKey]bool{}
 	}
 	p.owned[key][a] = true
-	p.wg.Add(1)
-	go p.serve(l)
-	p.log.V(1).Info("Serving", "service", key, "address", a.String())
+	p.log.V(1).Info("Serving", "service", key, "frontend", a.String())
 	return nil
 }
 
-func (p *Proxy) closeListener(key string, a netip.AddrPort) {
+func (p *Proxy) closeListener(key string, a frontendKey) {
 	if l, ok := p.listeners[a]; ok {
-		_ = l.ln.Close() // its accept loop ends on the error
+		l.close()
 		delete(p.listeners, a)
 	}
 	delete(p.owned[key], a)
 	if len(p.owned[key]) == 0 {
 		delete(p.owned, key)
 	}
-	p.log.V(1).Info("Stopped serving", "service", key, "address", a.String())
+	p.log.V(1).Info("Stopped serving", "service", key, "frontend", a.String())
 }
 
 // Close stops every listener and connection and waits until their goroutines have ended.
@@ -125,7 +172,7 @@ func (p *Proxy) Close() {
 	p.closed = true
 	p.cancel()
 	for a, l := range p.listeners {
-		_ = l.ln.Close()
+		l.close()
 		delete(p.listeners, a)
 	}
 	for c := range p.conns {
@@ -196,11 +243,9 @@ func (p *Proxy) forward(l *listener, client *net.TCPConn) {
 
 // dial connects to the listener's next backend, trying up to three of them.
 func (p *Proxy) dial(l *listener) (*net.TCPConn, error) {
-	backends := *l.backends.Load()
-	start := l.next.Add(1) - 1
+	backends := l.turn()
 	var errs []error
-	for i := range min(len(backends), 3) {
-		b := backends[(start+uint64(i))%uint64(len(backends))]
+	for _, b := range backends[:min(len(backends), 3)] {
 		c, err := (&net.Dialer{Timeout: p.dialTimeout}).DialContext(p.ctx, "tcp4", b.String())
 		if err == nil {
 			return c.(*net.TCPConn), nil
