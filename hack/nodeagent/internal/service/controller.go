@@ -98,39 +98,13 @@ func New(client kubernetes.Interface, cfg Config, log logr.Logger) (*Controller,
 // connection of the proxy.
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.proxy.Close()
-	factory := informers.NewSharedInformerFactory(c.client, 0)
-	svcInformer := factory.Core().V1().Services()
-	sliceInformer := factory.Discovery().V1().EndpointSlices().Informer()
-	if err := sliceInformer.AddIndexers(cache.Indexers{byService: sliceService}); err != nil {
-		return fmt.Errorf("index EndpointSlices: %w", err)
-	}
-	c.services = svcInformer.Lister()
-	c.endpoints = sliceInformer.GetIndexer()
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "services"})
 	defer c.queue.ShutDown()
-	enqueue := func(keys func(any) []string) cache.ResourceEventHandlerFuncs {
-		add := func(obj any) {
-			for _, k := range keys(obj) {
-				c.queue.Add(k)
-			}
-		}
-		return cache.ResourceEventHandlerFuncs{
-			AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) }, DeleteFunc: add,
-		}
-	}
-	if _, err := svcInformer.Informer().AddEventHandler(enqueue(serviceKeys)); err != nil {
-		return fmt.Errorf("watch Services: %w", err)
-	}
-	if _, err := sliceInformer.AddEventHandler(enqueue(func(obj any) []string {
-		k, err := sliceService(obj)
-		if err != nil {
-			return nil
-		}
-		return k
-	})); err != nil {
-		return fmt.Errorf("watch EndpointSlices: %w", err)
+	factory, err := c.watch()
+	if err != nil {
+		return err
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
@@ -156,6 +130,39 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.queue.ShutDown()
 	wg.Wait()
 	return nil
+}
+
+// watch sets up the informers: a change of a Service, or of one of its EndpointSlices, queues
+// the Service's key.
+func (c *Controller) watch() (informers.SharedInformerFactory, error) {
+	factory := informers.NewSharedInformerFactory(c.client, 0)
+	svcInformer := factory.Core().V1().Services()
+	sliceInformer := factory.Discovery().V1().EndpointSlices().Informer()
+	if err := sliceInformer.AddIndexers(cache.Indexers{byService: sliceService}); err != nil {
+		return nil, fmt.Errorf("index EndpointSlices: %w", err)
+	}
+	c.services = svcInformer.Lister()
+	c.endpoints = sliceInformer.GetIndexer()
+	if _, err := svcInformer.Informer().AddEventHandler(c.handler(serviceKeys)); err != nil {
+		return nil, fmt.Errorf("watch Services: %w", err)
+	}
+	if _, err := sliceInformer.AddEventHandler(c.handler(func(obj any) []string {
+		keys, _ := sliceService(obj) // it fails on nothing
+		return keys
+	})); err != nil {
+		return nil, fmt.Errorf("watch EndpointSlices: %w", err)
+	}
+	return factory, nil
+}
+
+// handler queues the Service keys of every object added, updated or deleted.
+func (c *Controller) handler(keys func(any) []string) cache.ResourceEventHandlerFuncs {
+	add := func(obj any) {
+		for _, k := range keys(obj) {
+			c.queue.Add(k)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) }, DeleteFunc: add}
 }
 
 // restore claims the load-balancer addresses the served Services hold in their status, the
