@@ -194,7 +194,12 @@ func (c *Controller) next(ctx context.Context) bool {
 	}
 	defer c.queue.Done(k)
 	if err := c.sync(ctx, k); err != nil {
-		c.log.Error(err, "Sync failed, retrying", "service", k)
+		// A conflict only means the cache had not seen the last write yet (often our own).
+		if apierrors.IsConflict(err) {
+			c.log.V(1).Info("Sync conflicted, retrying", "service", k, "reason", err.Error())
+		} else {
+			c.log.Error(err, "Sync failed, retrying", "service", k)
+		}
 		c.queue.AddRateLimited(k)
 		return true
 	}
