@@ -79,7 +79,9 @@ func startCluster(ctx context.Context) (*cluster, error) {
 		return nil, err
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
-		Assets: os.Getenv(envAssets), Dir: dir, AdvertiseAddress: apiAddress, Output: cpLog,
+		// Bound to every address of the private namespace, so that the kubernetes Service's
+		// endpoint, the advertised address, answers.
+		Assets: os.Getenv(envAssets), Dir: dir, AdvertiseAddress: apiAddress, BindAddress: "0.0.0.0", Output: cpLog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w (log in %s)", err, cpLog.Name())

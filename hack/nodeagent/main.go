@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -32,6 +33,7 @@ import (
 	"coxswain.dev/coxswain/hack/nodeagent/internal/node"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/pod"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/service"
 )
 
 // version is reported as the Node's kubelet version.
@@ -40,6 +42,7 @@ const version = "v1.36.3-coxswain-node-agent"
 type options struct {
 	kubeconfig, nodeName, images, stateDir, podCIDR, bridge, apiServer string
 	kubeletClientCA, dnsServer, clusterDomain                          string
+	serviceCIDR, lbPool, lbClass                                       string
 	restartBackoff, maxRestartBackoff, leaseDuration, volumeRefresh    time.Duration
 	verbose                                                            bool
 }
@@ -56,7 +59,10 @@ func main() {
 	flag.StringVar(&o.stateDir, "state-dir", filepath.Join(os.TempDir(), "coxswain-node-agent"), "directory for pod roots, volumes and logs")
 	flag.StringVar(&o.podCIDR, "pod-cidr", "10.244.0.0/24", "IPv4 range of pod addresses; its first address goes on the bridge")
 	flag.StringVar(&o.bridge, "bridge", "cxbr0", "name of the bridge to create")
-	flag.StringVar(&o.apiServer, "pod-api-server", "", "host:port pods reach the API server on (KUBERNETES_SERVICE_HOST/PORT); empty leaves them unset")
+	flag.StringVar(&o.apiServer, "pod-api-server", "", "host:port pods reach the API server on (KUBERNETES_SERVICE_HOST/PORT); empty means the kubernetes Service, the first address of --service-cidr, port 443")
+	flag.StringVar(&o.serviceCIDR, "service-cidr", "10.96.0.0/16", "the API server's service range (--service-cluster-ip-range): ClusterIPs the agent serves")
+	flag.StringVar(&o.lbPool, "lb-pool", "10.245.0.0/24", "range of the addresses given to LoadBalancer Services")
+	flag.StringVar(&o.lbClass, "lb-class", "", "spec.loadBalancerClass served besides none (empty: only Services without a class)")
 	flag.DurationVar(&o.restartBackoff, "restart-backoff", 10*time.Second, "first delay before a container restart")
 	flag.DurationVar(&o.maxRestartBackoff, "max-restart-backoff", 5*time.Minute, "longest delay before a container restart")
 	flag.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "node Lease duration; renewed every quarter of it")
@@ -96,7 +102,11 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("--pod-cidr: %w", err)
 	}
-	network, err := sandbox.SetUpNetwork(ctx, o.bridge, prefix)
+	svcCfg, err := serviceConfig(o)
+	if err != nil {
+		return err
+	}
+	network, err := sandbox.SetUpNetwork(ctx, o.bridge, prefix, svcCfg.ServiceCIDR, svcCfg.LBPool)
 	if err != nil {
 		return err
 	}
@@ -109,6 +119,9 @@ func run(o options) error {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "coxswain-node-agent"
+	// Status writes of pods and load balancers come in bursts (20 Gateways at once); the
+	// client's default of 5 a second would queue them for seconds.
+	cfg.QPS, cfg.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
@@ -126,13 +139,20 @@ func run(o options) error {
 		return err
 	}
 	go heartbeat.Run(ctx)
+	services, err := service.New(client, svcCfg, log)
+	if err != nil {
+		return err
+	}
+	if o.apiServer == "" {
+		o.apiServer = net.JoinHostPort(svcCfg.ServiceCIDR.Addr().Next().String(), "443")
+	}
 	pods := pod.New(client, pod.Config{
 		Node: o.nodeName, StateDir: o.stateDir, Self: self, Images: images, Network: network,
 		RestartBackoff: o.restartBackoff, MaxRestartBackoff: o.maxRestartBackoff,
 		APIServer: o.apiServer, VolumeRefresh: o.volumeRefresh,
 		Nameserver: nameserver(o, network), ClusterDomain: o.clusterDomain,
 	}, log)
-	return serve(ctx, o, client, network.Gateway().String(), pods, log)
+	return serve(ctx, o, client, network.Gateway().String(), pods, services, log)
 }
 
 func kubeletPort(o options) int32 {
@@ -149,10 +169,11 @@ func nameserver(o options, network *sandbox.Network) string {
 	return network.Gateway().String()
 }
 
-// serve runs the pods and, when configured, the kubelet API and the cluster DNS until ctx
+// serve runs the pods, the service proxy and, when configured, the kubelet API and the cluster DNS until ctx
 // ends; when one of them fails, the others stop and the agent exits.
-func serve(ctx context.Context, o options, client kubernetes.Interface, address string, pods *pod.Controller, log logr.Logger) error {
-	runs := []func(context.Context) error{pods.Run}
+func serve(ctx context.Context, o options, client kubernetes.Interface, address string, pods *pod.Controller, services *service.Controller, log logr.Logger) error {
+	// The node is of no use without its services: when they fail, the agent stops.
+	runs := []func(context.Context) error{pods.Run, services.Run}
 	if o.kubeletClientCA != "" {
 		api := kubelet.New(client, kubelet.Config{Address: address, Node: o.nodeName, ClientCA: o.kubeletClientCA, Logs: pods}, log)
 		runs = append(runs, api.Run)
@@ -179,4 +200,17 @@ func serve(ctx context.Context, o options, client kubernetes.Interface, address 
 		all = append(all, <-errs)
 	}
 	return errors.Join(all...)
+}
+
+func serviceConfig(o options) (service.Config, error) {
+	cidr, err := netip.ParsePrefix(o.serviceCIDR)
+	if err != nil {
+		return service.Config{}, fmt.Errorf("--service-cidr: %w", err)
+	}
+	pool, err := netip.ParsePrefix(o.lbPool)
+	if err != nil {
+		return service.Config{}, fmt.Errorf("--lb-pool: %w", err)
+	}
+	cfg := service.Config{ServiceCIDR: cidr.Masked(), LBPool: pool.Masked(), LBClass: o.lbClass}
+	return cfg, cfg.Validate()
 }

@@ -36,7 +36,7 @@ type Options struct {
 }
 
 // controllers are what a cluster of Deployments on a process-based node needs; EndpointSlices
-// feed the cluster DNS (headless Services).
+// feed the service proxy and the cluster DNS.
 var controllers = []string{
 	"deployment-controller", "replicaset-controller", "garbage-collector-controller",
 	"serviceaccount-controller", "root-ca-certificate-publisher-controller", "namespace-controller",

@@ -1,11 +1,14 @@
 // Command testserver is the node agent test's workload: an HTTP server that reports what its
-// pod sees (a file's content, an environment variable, its process id, another address, a
-// DNS name), writes what it is asked to its stdout or stderr, exits when asked and, by flag,
+// pod sees (a file's content, an environment variable, its process id, another address, over
+// HTTPS with the roots of a given CA file, a DNS name), answers datagrams with its hostname,
+// writes what it is asked to its stdout or stderr, exits when asked and, by flag,
 // misbehaves: exits early, fails its health check, or ignores SIGTERM.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +31,7 @@ func main() {
 	failAfter := flag.Duration("fail-healthz-after", 0, "answer /healthz with 500 this long after the start (0: never)")
 	ignoreTerm := flag.Bool("ignore-sigterm", false, "keep serving on SIGTERM")
 	probe := flag.String("get", "", "GET this URL and exit 0 on a 2xx answer, 1 otherwise, instead of serving (an exec probe)")
+	udp := flag.String("udp", "", "also answer each datagram on this address with the hostname")
 	flag.Parse()
 	if *probe != "" {
 		os.Exit(get(*probe))
@@ -59,7 +63,18 @@ func main() {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+		client := &http.Client{Timeout: 5 * time.Second}
+		if ca := r.URL.Query().Get("ca"); ca != "" { // trust only the roots of this file
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			roots := x509.NewCertPool()
+			roots.AppendCertsFromPEM(pem)
+			client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
@@ -88,6 +103,12 @@ func main() {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
 	})
+	if *udp != "" {
+		if err := serveUDP(*udp); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	if *exitAfter > 0 {
 		time.AfterFunc(*exitAfter, func() { os.Exit(*exitCode) })
 	}
@@ -160,4 +181,24 @@ func get(url string) int {
 		return 1
 	}
 	return 0
+}
+
+// serveUDP answers each datagram on addr with the hostname (the pod's name), in the background.
+func serveUDP(addr string) error {
+	conn, err := net.ListenPacket("udp", addr) //nolint:noctx // lives as long as the process
+	if err != nil {
+		return err
+	}
+	name, _ := os.Hostname()
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			_, from, err := conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = conn.WriteTo([]byte(name), from)
+		}
+	}()
+	return nil
 }
