@@ -28,7 +28,8 @@ type cluster struct {
 	cp         *controlplane.ControlPlane
 	client     kubernetes.Interface
 	agent      *exec.Cmd
-	agentDone  chan error
+	agentDone  chan struct{} // closed when the agent has exited, with agentErr
+	agentErr   error
 }
 
 // inner runs inside the namespaces unshare made: it starts the cluster, deploys Coxswain, and
@@ -42,8 +43,12 @@ func inner(o options) (int, error) {
 	c := &cluster{o: o, logs: filepath.Join(o.state, "logs"), kubeconfig: filepath.Join(o.state, "admin.kubeconfig")}
 	err := c.start(ctx)
 	code := 0
-	if err == nil {
+	switch {
+	case err == nil:
 		code, err = c.serve(ctx)
+	case ctx.Err() != nil:
+		progress("interrupted while starting")
+		code, err = 130, nil
 	}
 	progress("stopping")
 	if stopErr := c.stop(); stopErr != nil {
@@ -153,10 +158,11 @@ func (c *cluster) startAgent() error {
 		_ = log.Close()
 		return fmt.Errorf("start node agent: %w", err)
 	}
-	c.agentDone = make(chan error, 1)
+	c.agentDone = make(chan struct{})
 	go func() {
-		c.agentDone <- c.agent.Wait()
+		c.agentErr = c.agent.Wait()
 		_ = log.Close()
+		close(c.agentDone)
 	}()
 	return nil
 }
@@ -196,8 +202,8 @@ func (c *cluster) serve(ctx context.Context) (int, error) {
 			"  logs: %s", c.logs)
 		select {
 		case <-ctx.Done():
-		case err := <-c.agentDone:
-			return 1, fmt.Errorf("node agent exited: %v (log %s)", err, filepath.Join(c.logs, "nodeagent.log"))
+		case <-c.agentDone:
+			return 1, fmt.Errorf("node agent exited: %v (log %s)", c.agentErr, filepath.Join(c.logs, "nodeagent.log"))
 		}
 		return 0, nil
 	}

@@ -172,6 +172,7 @@ func copyTree(src, dst string) error {
 			return err
 		}
 		defer in.Close() //nolint:errcheck // read only
+
 		out, err := os.Create(target) //nolint:gosec // inside the temporary copy
 		if err != nil {
 			return err

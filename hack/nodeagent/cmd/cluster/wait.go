@@ -39,9 +39,8 @@ func (c *cluster) waitFor(ctx context.Context, what string, check func(context.C
 		case <-ctx.Done():
 			c.dumpPods()
 			return fmt.Errorf("%s: not within %s: %s (logs in %s)", what, c.o.timeout, last, c.logs)
-		case err := <-c.agentDone:
-			c.agentDone <- err
-			return fmt.Errorf("%s: the node agent exited: %v (log %s)", what, err, filepath.Join(c.logs, "nodeagent.log"))
+		case <-c.agentDone:
+			return fmt.Errorf("%s: the node agent exited: %v (log %s)", what, c.agentErr, filepath.Join(c.logs, "nodeagent.log"))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
