@@ -35,6 +35,7 @@ say() {
 build() {
 	cd "${root}"
 	hack/k8s-assets.sh >/dev/null
+	hack/coredns-assets.sh >/dev/null
 	make -s kustomize >/dev/null
 	kustomize="${root}/bin/kustomize-$(awk '$1 == "KUSTOMIZE_VERSION" { print $3 }' Makefile)"
 	mkdir -p "${state}/bin"
@@ -44,7 +45,7 @@ build() {
 	(cd hack/nodeagent && go build -o "${state}/bin/nodeagent" . &&
 		go build -o "${state}/bin/cluster" ./cmd/cluster &&
 		go build -o "${state}/bin/echo" ./cmd/echo)
-	say "built bin/coxswain, bin/coxswain-proxy, the node agent and the sample echo server"
+	say "built bin/coxswain, bin/coxswain-proxy, the node agent and the sample echo server (CoreDNS: bin/coredns)"
 }
 
 cmd_run() {
@@ -85,7 +86,7 @@ cmd_run() {
 	build
 	cd "${root}"
 	exec "${state}/bin/cluster" run \
-		--state="${state}" --assets="${root}/bin/k8s" --agent="${state}/bin/nodeagent" \
+		--state="${state}" --assets="${root}/bin/k8s" --agent="${state}/bin/nodeagent" --coredns="${root}/bin/coredns" \
 		--kustomize="${kustomize}" --config="${root}/config" \
 		--operator-binary="${root}/bin/coxswain" --proxy-binary="${root}/bin/coxswain-proxy" \
 		--image="coxswain.dev/echo:dev=${state}/bin/echo" \

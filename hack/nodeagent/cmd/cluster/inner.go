@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -150,7 +149,7 @@ func (c *cluster) startAgent() error {
 		"--kubeconfig="+c.kubeconfig, "--node-name="+nodeName,
 		"--images="+os.Getenv("COXSWAIN_CLUSTER_IMAGES"),
 		"--state-dir="+filepath.Join(os.TempDir(), "node"),
-		"--pod-api-server="+net.JoinHostPort(nodeAddress, strconv.Itoa(apiPort)))
+		"--kubelet-client-ca="+c.cp.CAFile, "--dns-server="+c.o.coredns)
 	c.agent.Stdout, c.agent.Stderr = log, log
 	// Its own process group: Ctrl-C reaches the command, and the agent stops in order.
 	c.agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -36,7 +36,7 @@ const (
 )
 
 type options struct {
-	state, assets, agent, kustomize, config, overlay string
+	state, assets, agent, coredns, kustomize, config, overlay string
 	operatorImage, proxyImage                        string
 	operatorBinary, proxyBinary                      string
 	images                                           stringList
@@ -62,6 +62,7 @@ func main() {
 	fs.StringVar(&o.state, "state", "bin/cluster", "state directory: admin.kubeconfig, cluster.pid, images.txt, logs/")
 	fs.StringVar(&o.assets, "assets", "bin/k8s", "directory of etcd, kube-apiserver, kube-controller-manager and kubectl")
 	fs.StringVar(&o.agent, "agent", "", "node agent binary (required)")
+	fs.StringVar(&o.coredns, "coredns", "bin/coredns", "CoreDNS binary the node agent runs as the cluster DNS (hack/coredns-assets.sh)")
 	fs.StringVar(&o.kustomize, "kustomize", "", "kustomize binary (required)")
 	fs.StringVar(&o.config, "config", "config", "the kustomize tree to deploy from (not modified)")
 	fs.StringVar(&o.overlay, "overlay", "", "deploy config/overlays/<name> instead of config/default")

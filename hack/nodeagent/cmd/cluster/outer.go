@@ -29,7 +29,7 @@ func outer(o options) (int, error) {
 	if o.agent == "" || o.kustomize == "" {
 		return 2, errors.New("--agent and --kustomize are required")
 	}
-	for _, p := range []*string{&o.state, &o.assets, &o.agent, &o.kustomize, &o.config, &o.operatorBinary, &o.proxyBinary} {
+	for _, p := range []*string{&o.state, &o.assets, &o.agent, &o.coredns, &o.kustomize, &o.config, &o.operatorBinary, &o.proxyBinary} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return 1, err
@@ -93,7 +93,7 @@ func enter(o options, tmp, deploy, imagesFile, pidFile string) (int, error) {
 		return 1, err
 	}
 	args := slices.Concat(unshareArgs, []string{"--", self, "run",
-		"--state=" + o.state, "--assets=" + o.assets, "--agent=" + o.agent, "--kustomize=" + o.kustomize,
+		"--state=" + o.state, "--assets=" + o.assets, "--agent=" + o.agent, "--coredns=" + o.coredns, "--kustomize=" + o.kustomize,
 		"--wait=" + o.wait, "--timeout=" + o.timeout.String(), "--"}, o.cmd)
 	cmd := exec.Command("unshare", args...) //nolint:gosec,noctx // ourselves, under unshare; stopped by signals
 	cmd.Env = append(withoutProxySettings(os.Environ()), envInner+"=1", "TMPDIR="+innerTmp,
