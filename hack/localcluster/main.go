@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -76,7 +77,7 @@ func run(args []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	fmt.Fprintln(os.Stderr, "localcluster: no cluster configured: starting the local cluster (hack/cluster.sh run) with Coxswain deployed; the operator runs there as a pod, not as", args[0])
+	fmt.Fprintf(os.Stderr, "localcluster: no cluster configured: starting the local cluster (hack/cluster.sh run) with Coxswain deployed; the operator runs there as a pod (the command given, %q, is not run)\n", strings.Join(args, " "))
 	script := filepath.Join(root, "hack", "cluster.sh")
 	return runCommand(ctx, []string{script, "run", "--", self, inClusterVerb, filepath.Join(root, "config", "samples", "local")}, os.Environ())
 }
