@@ -202,7 +202,7 @@ func (c *cluster) serve(ctx context.Context) (int, error) {
 		select {
 		case <-ctx.Done():
 		case <-c.agentDone:
-			return 1, fmt.Errorf("node agent exited: %v (log %s)", c.agentErr, filepath.Join(c.logs, "nodeagent.log"))
+			return 1, fmt.Errorf("node agent exited: %w (log %s)", c.agentErr, filepath.Join(c.logs, "nodeagent.log"))
 		}
 		return 0, nil
 	}

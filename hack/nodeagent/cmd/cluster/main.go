@@ -37,13 +37,13 @@ const (
 
 type options struct {
 	state, assets, agent, coredns, kustomize, config, overlay string
-	operatorImage, proxyImage                        string
-	operatorBinary, proxyBinary                      string
-	images                                           stringList
-	extraImages                                      stringList
-	wait                                             string
-	timeout                                          time.Duration
-	cmd                                              []string
+	operatorImage, proxyImage                                 string
+	operatorBinary, proxyBinary                               string
+	images                                                    stringList
+	extraImages                                               stringList
+	wait                                                      string
+	timeout                                                   time.Duration
+	cmd                                                       []string
 }
 
 // stringList is a repeatable flag.

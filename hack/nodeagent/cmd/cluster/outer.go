@@ -92,9 +92,11 @@ func enter(o options, tmp, deploy, imagesFile, pidFile string) (int, error) {
 	if err := os.Mkdir(innerTmp, 0o700); err != nil {
 		return 1, err
 	}
-	args := slices.Concat(unshareArgs, []string{"--", self, "run",
+	args := slices.Concat(unshareArgs, []string{
+		"--", self, "run",
 		"--state=" + o.state, "--assets=" + o.assets, "--agent=" + o.agent, "--coredns=" + o.coredns, "--kustomize=" + o.kustomize,
-		"--wait=" + o.wait, "--timeout=" + o.timeout.String(), "--"}, o.cmd)
+		"--wait=" + o.wait, "--timeout=" + o.timeout.String(), "--",
+	}, o.cmd)
 	cmd := exec.Command("unshare", args...) //nolint:gosec,noctx // ourselves, under unshare; stopped by signals
 	cmd.Env = append(withoutProxySettings(os.Environ()), envInner+"=1", "TMPDIR="+innerTmp,
 		"COXSWAIN_CLUSTER_DEPLOY="+deploy, "COXSWAIN_CLUSTER_IMAGES="+imagesFile,

@@ -40,7 +40,7 @@ func (c *cluster) waitFor(ctx context.Context, what string, check func(context.C
 			c.dumpPods()
 			return fmt.Errorf("%s: not within %s: %s (logs in %s)", what, c.o.timeout, last, c.logs)
 		case <-c.agentDone:
-			return fmt.Errorf("%s: the node agent exited: %v (log %s)", what, c.agentErr, filepath.Join(c.logs, "nodeagent.log"))
+			return fmt.Errorf("%s: the node agent exited: %w (log %s)", what, c.agentErr, filepath.Join(c.logs, "nodeagent.log"))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -28,7 +28,14 @@ func main() {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = fmt.Fprintf(w, "echo: pod %s in namespace %s got %s %s%s\n", pod, ns, r.Method, r.Host, r.URL.RequestURI())
 	})
-	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if err := serve(&http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// serve serves until SIGTERM or SIGINT, then shuts down within five seconds.
+func serve(srv *http.Server) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() {
@@ -38,7 +45,7 @@ func main() {
 		_ = srv.Shutdown(shutdown)
 	}()
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return err
 	}
+	return nil
 }
