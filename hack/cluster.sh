@@ -102,7 +102,9 @@ cmd_exec() {
 		exit 1
 	fi
 	[[ -f "${state}/admin.kubeconfig" ]] || echo "hack/cluster.sh exec: the cluster is still starting: no admin kubeconfig yet" >&2
-	# --preserve-credentials keeps our uid, which the namespace maps to its root.
+	# --preserve-credentials keeps our uid, which the namespace maps to its root; without it
+	# nsenter calls setgroups, which a user namespace made by --map-root-user denies to an
+	# unprivileged user (tried as nobody: "setgroups failed: Operation not permitted").
 	exec nsenter --user --net --mount --pid --target "${pid}" --preserve-credentials --wd="${PWD}" -- \
 		env -u HTTP_PROXY -u HTTPS_PROXY -u ALL_PROXY -u NO_PROXY -u http_proxy -u https_proxy -u all_proxy -u no_proxy \
 		KUBECONFIG="${state}/admin.kubeconfig" PATH="${root}/bin/k8s:${PATH}" "$@"
