@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -49,6 +50,9 @@ func (c *cluster) waitFor(ctx context.Context, what string, check func(context.C
 func (c *cluster) waitNode(ctx context.Context) error {
 	return c.waitFor(ctx, "node", func(ctx context.Context) (bool, string, error) {
 		n, err := c.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, "agent started, Node not registered yet", nil
+		}
 		if err != nil {
 			return false, "", err
 		}
