@@ -49,7 +49,7 @@ build() {
 }
 
 cmd_run() {
-	local args=() kustomize
+	local args=() kustomize pid
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--images)
@@ -83,6 +83,10 @@ cmd_run() {
 		*) break ;;
 		esac
 	done
+	if pid="$(cat "${state}/cluster.pid" 2>/dev/null)" && kill -0 "${pid}" 2>/dev/null; then
+		echo "hack/cluster.sh run: a cluster is already running (pid ${pid}): use hack/cluster.sh exec, or stop it first" >&2
+		exit 1
+	fi
 	build
 	cd "${root}"
 	exec "${state}/bin/cluster" run \
