@@ -4,14 +4,16 @@
 # config/default as `make deploy` would, all inside fresh user, network, PID and mount
 # namespaces whose network has no route out. See docs/local-cluster.md ("Run the cluster").
 #
-#   hack/cluster.sh run [--images FILE] [--wait operator|pool] [--] [CMD ARG...]
+#   hack/cluster.sh run [--images FILE] [--overlay NAME] [--wait none|operator|pool] [--] [CMD ARG...]
 #       Build what the cluster runs (static bin/coxswain, bin/coxswain-proxy, the node agent),
 #       start the cluster, deploy Coxswain and wait until it is ready; then run CMD inside the
 #       cluster's namespaces with KUBECONFIG set and exit with its status after tearing
 #       everything down, or, without CMD, stay up until Ctrl-C.
 #       --images FILE adds `IMAGE PATH` lines to the node's image map (paths relative to FILE's
 #       directory); --wait operator stops waiting once the operator is Available, --wait pool
-#       (the default) waits for the shared proxy pool too.
+#       (the default) waits for the shared proxy pool too, --wait none only until the manifests
+#       are applied (for an operator that cannot turn Ready, as external-ca without its Secret).
+#       --overlay NAME deploys config/overlays/NAME instead of config/default.
 #   hack/cluster.sh exec [--] [CMD ARG...]
 #       Run CMD (default: bash) inside the running cluster's namespaces, KUBECONFIG set.
 #
@@ -60,6 +62,15 @@ cmd_run() {
 		--images=*)
 			local f="${1#--images=}"
 			args+=("--images=$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
+			shift
+			;;
+		--overlay)
+			[[ $# -ge 2 ]] || usage
+			args+=("--overlay=$2")
+			shift 2
+			;;
+		--overlay=*)
+			args+=("$1")
 			shift
 			;;
 		--wait)

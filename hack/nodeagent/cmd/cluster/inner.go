@@ -136,7 +136,11 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := c.apply(ctx, os.Getenv("COXSWAIN_CLUSTER_DEPLOY")); err != nil {
 		return err
 	}
-	progress("applied config/default (CRDs, RBAC, operator, shared proxy pool)")
+	tree := "config/default"
+	if c.o.overlay != "" {
+		tree = "config/overlays/" + c.o.overlay
+	}
+	progress("applied %s (CRDs, RBAC, operator, shared proxy pool)", tree)
 	return c.waitCoxswain(ctx)
 }
 

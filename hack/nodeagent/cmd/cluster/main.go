@@ -72,12 +72,12 @@ func main() {
 	fs.StringVar(&o.proxyBinary, "proxy-binary", "bin/coxswain-proxy", "static binary the proxy image maps to")
 	fs.Var(&o.extraImages, "image", "IMAGE=PATH added to the image map (repeatable)")
 	fs.Var(&o.images, "images", "image map file whose `IMAGE PATH` lines are added, paths relative to its directory (repeatable)")
-	fs.StringVar(&o.wait, "wait", "pool", "wait before the command until the operator is Available (operator) or also the shared proxy pool is Ready (pool)")
+	fs.StringVar(&o.wait, "wait", "pool", "wait before the command until the operator is Available (operator), also the shared proxy pool is Ready (pool), or not at all (none)")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long each wait may take")
 	_ = fs.Parse(os.Args[2:])
 	o.cmd = fs.Args()
-	if o.wait != "operator" && o.wait != "pool" {
-		fmt.Fprintf(os.Stderr, "cluster: --wait must be operator or pool, not %q\n", o.wait)
+	if o.wait != "none" && o.wait != "operator" && o.wait != "pool" {
+		fmt.Fprintf(os.Stderr, "cluster: --wait must be none, operator or pool, not %q\n", o.wait)
 		os.Exit(2)
 	}
 	var code int

@@ -95,7 +95,7 @@ func enter(o options, tmp, deploy, imagesFile, pidFile string) (int, error) {
 	args := slices.Concat(unshareArgs, []string{
 		"--", self, "run",
 		"--state=" + o.state, "--assets=" + o.assets, "--agent=" + o.agent, "--coredns=" + o.coredns, "--kustomize=" + o.kustomize,
-		"--wait=" + o.wait, "--timeout=" + o.timeout.String(), "--",
+		"--overlay=" + o.overlay, "--wait=" + o.wait, "--timeout=" + o.timeout.String(), "--",
 	}, o.cmd)
 	cmd := exec.Command("unshare", args...) //nolint:gosec,noctx // ourselves, under unshare; stopped by signals
 	cmd.Env = append(withoutProxySettings(os.Environ()), envInner+"=1", "TMPDIR="+innerTmp,

@@ -66,8 +66,11 @@ func (c *cluster) waitNode(ctx context.Context) error {
 }
 
 // waitCoxswain waits until the operator Deployment is Available and, with --wait=pool, the
-// shared proxy pool's replicas are all Ready.
+// shared proxy pool's replicas are all Ready; with --wait=none it does not wait.
 func (c *cluster) waitCoxswain(ctx context.Context) error {
+	if c.o.wait == "none" {
+		return nil
+	}
 	if err := c.waitFor(ctx, "operator", c.deploymentCheck("coxswain-controller", true)); err != nil {
 		return err
 	}
