@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,24 +27,9 @@ const outageLength = 5 * time.Second
 // Not one request may fail through the whole outage.
 func (s *suite) controllerOutage(t *testing.T) {
 	ctx := t.Context()
-	addr, err := s.waitServing(ctx, gatewayA, hostA, 2*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := s.proxyPod(ctx, gatewayA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared, err := s.pods(ctx, client.InNamespace(wellknown.InstallNamespace), sharedPoolLabels)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxies := append([]corev1.Pod{*proxy}, shared...)
-	load := startLoad(ctx, addr, hostA, "/outage")
+	proxies, load := s.loadThroughGatewayA(t, "/outage")
 	defer load.Stop() //nolint:errcheck // stopped and checked below; this covers a failure before it
-	if err := waitMoreRequests(ctx, load, 50, 10*time.Second); err != nil {
-		t.Fatalf("load before the outage: %v", err)
-	}
+	proxy := &proxies[0]
 
 	replicas := s.scaleController(ctx, t, 0)
 	// Restore the controller whatever happens, so that later scenarios find one.
@@ -100,11 +86,102 @@ func (s *suite) controllerOutage(t *testing.T) {
 	if err := waitMoreRequests(ctx, load, 50, 10*time.Second); err != nil {
 		t.Errorf("load after the outage: %v", err)
 	}
-	ok, failed, failures := load.Stop()
-	t.Logf("Requests through the outage: %d answered, %d failed", ok, failed)
-	if failed > 0 {
-		t.Errorf("%d requests failed through the outage; the first:\n%v", failed, failures)
+	checkNoFailure(t, load, "the outage")
+}
+
+// loadThroughGatewayA starts a request loop through Gateway A once it serves, and returns the
+// proxies that must survive a controller outage: A's first, then the shared pool's.
+func (s *suite) loadThroughGatewayA(t *testing.T, path string) ([]corev1.Pod, *e2e.Load) {
+	t.Helper()
+	ctx := t.Context()
+	addr, err := s.waitServing(ctx, gatewayA, hostA, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
 	}
+	proxy, err := s.proxyPod(ctx, gatewayA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := s.pods(ctx, client.InNamespace(wellknown.InstallNamespace), sharedPoolLabels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := startLoad(ctx, addr, hostA, path)
+	if err := waitMoreRequests(ctx, load, 50, 10*time.Second); err != nil {
+		load.Stop() //nolint:errcheck // the test ends here
+		t.Fatalf("load before the outage: %v", err)
+	}
+	return append([]corev1.Pod{*proxy}, shared...), load
+}
+
+// checkNoFailure stops the load and fails the test if one request failed.
+func checkNoFailure(t *testing.T, load *e2e.Load, during string) {
+	t.Helper()
+	ok, failed, failures := load.Stop()
+	t.Logf("Requests through %s: %d answered, %d failed", during, ok, failed)
+	if ok == 0 {
+		t.Errorf("no request answered through %s", during)
+	}
+	if failed > 0 {
+		t.Errorf("%d requests failed through %s; the first:\n%v", failed, during, failures)
+	}
+}
+
+// controllerPodsReplaced deletes every controller pod at once, the Deployment left as it is,
+// under a request loop through Gateway A: the proxies turn Degraded while no replacement serves
+// and Ready once the new pods do, and not one request fails.
+func (s *suite) controllerPodsReplaced(t *testing.T) {
+	ctx := t.Context()
+	proxies, load := s.loadThroughGatewayA(t, "/replaced")
+	defer load.Stop() //nolint:errcheck // stopped and checked below; this covers a failure before it
+	var d appsv1.Deployment
+	if err := s.client.Get(ctx, client.ObjectKey{Namespace: wellknown.InstallNamespace, Name: controllerName}, &d); err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.pods(ctx, client.InNamespace(wellknown.InstallNamespace), controllerLabels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(wellknown.InstallNamespace), controllerLabels); err != nil {
+		t.Fatalf("delete the controller pods: %v", err)
+	}
+	deleted := time.Now()
+	for i := range proxies {
+		if err := e2e.Poll(ctx, 30*time.Second, 20*time.Millisecond, isDegraded(&proxies[i])); err != nil {
+			t.Fatalf("proxy did not turn Degraded: %v", err)
+		}
+	}
+	t.Logf("%d proxies Degraded %s after the %d controller pods were deleted", len(proxies), time.Since(deleted).Round(100*time.Millisecond), len(old))
+	if err := e2e.Poll(ctx, 3*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
+		// The Deployment's status may still count the deleted pods: look at the new ones.
+		pods, err := s.pods(ctx, client.InNamespace(wellknown.InstallNamespace), controllerLabels)
+		if err != nil {
+			return err
+		}
+		ready := int32(0)
+		for i := range pods {
+			if !slices.ContainsFunc(old, func(o corev1.Pod) bool { return o.UID == pods[i].UID }) && podReady(&pods[i]) == corev1.ConditionTrue {
+				ready++
+			}
+		}
+		if want := ptr.Deref(d.Spec.Replicas, 1); ready < want {
+			return fmt.Errorf("%d of %d replacement controller pods Ready", ready, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("controller not replaced: %v", err)
+	}
+	t.Logf("Replacement controller pods Ready %s after the delete", time.Since(deleted).Round(100*time.Millisecond))
+	for i := range proxies {
+		if err := e2e.Poll(ctx, 2*time.Minute, 100*time.Millisecond, isReady(&proxies[i])); err != nil {
+			t.Errorf("proxy not Ready after the controller was replaced: %v", err)
+		}
+	}
+	t.Logf("Proxies Ready %s after the delete", time.Since(deleted).Round(100*time.Millisecond))
+	if err := waitMoreRequests(ctx, load, 50, 10*time.Second); err != nil {
+		t.Errorf("load after the controller was replaced: %v", err)
+	}
+	checkNoFailure(t, load, "the replacement of the controller")
 }
 
 // scaleController sets the controller Deployment's replicas and returns the former number.

@@ -224,6 +224,7 @@ const (
 	dedicatedServes   = "a dedicated Gateway's proxy pod starts NotReady, bootstraps with its projected token, turns Ready and serves its route"
 	programmed        = "the Gateway is Programmed with its load-balancer address, as kubectl get gateway shows"
 	controllerOutage  = "with every controller pod deleted, proxies serve Degraded without failing a request until the controller is back"
+	controllerReplace = "with every controller pod deleted and replaced by its Deployment, proxies serve Degraded without failing a request until the new pods serve"
 	foreignSARefused  = "a proxy pod of a ServiceAccount off the allowlist is refused at bootstrap with a BootstrapRejected event"
 	foreignScope      = "a proxy with Gateway A's token asking for Gateway B's scope is refused that scope"
 	rotationUnderLoad = "SVIDs rotate twice under load without failing a request"
@@ -252,6 +253,7 @@ func TestCluster(t *testing.T) {
 		{dedicatedServes, s.dedicatedProxyServes},
 		{programmed, s.gatewayProgrammed},
 		{controllerOutage, s.controllerOutage},
+		{controllerReplace, s.controllerPodsReplaced},
 		{foreignSARefused, s.foreignServiceAccountRefused},
 		{foreignScope, s.foreignScopeRefused},
 		{rotationUnderLoad, s.rotationUnderLoad},
