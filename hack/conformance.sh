@@ -65,9 +65,10 @@ for mode in "${modes[@]}"; do
 	if [[ -n "${CONFORMANCE_VERBOSE:-}" ]]; then
 		hack/cluster.sh run --images test/conformance/images.txt -- "${out}/conformance.test" "${args[@]}" 2>&1 | tee "${log}"
 	else
-		# The console shows each test's result and the summary; the log holds everything.
+		# The console shows the cluster's progress, each test's result and the summary; the log
+		# holds everything.
 		hack/cluster.sh run --images test/conformance/images.txt -- "${out}/conformance.test" "${args[@]}" 2>&1 |
-			tee "${log}" | grep --line-buffered -E '^ {4}--- (PASS|FAIL)|^--- FAIL|^conformance |^(PASS|FAIL)$'
+			tee "${log}" | grep --line-buffered -E '^ {4}--- (PASS|FAIL)|^--- FAIL|^conformance |^cluster: |^(PASS|FAIL)$'
 	fi
 	status=${PIPESTATUS[0]}
 	set -e

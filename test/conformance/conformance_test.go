@@ -119,7 +119,11 @@ func summarize(t *testing.T, path string) {
 		t.Errorf("no conformance report: %v", err)
 		return
 	}
-	for _, s := range Summarize(r) {
+	summaries := Summarize(r)
+	if len(summaries) == 0 {
+		t.Errorf("the report %s holds no profile: the suite ran no test (a setup failure is above)", path)
+	}
+	for _, s := range summaries {
 		fmt.Println(s) //nolint:forbidigo // the summary line hack/conformance.sh shows
 		if s.Failed() > 0 {
 			t.Errorf("%d claimed tests of %s failed", s.Failed(), s.Profile)
