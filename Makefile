@@ -55,7 +55,7 @@ lint: golangci-lint ## Run golangci-lint on every module.
 	@for m in $(MODULES); do echo "lint $$m"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 
 .PHONY: test
-test: k8s-assets kustomize ## Run every test of every module against a real kube-apiserver and etcd.
+test: k8s-assets coredns-assets kustomize ## Run every test of every module against a real kube-apiserver and etcd.
 	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s" KUSTOMIZE="$(KUSTOMIZE)"; \
 	for m in $(MODULES); do echo "test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
 
@@ -146,6 +146,10 @@ docker-push: ## Push the operator (IMG) and proxy (PROXY_IMG) images.
 	$(CONTAINER_TOOL) push $(PROXY_IMG)
 
 ##@ Dependencies
+
+.PHONY: coredns-assets
+coredns-assets: ## Build (or take from the cache) CoreDNS for the local cluster's DNS into bin/coredns.
+	@hack/coredns-assets.sh >/dev/null
 
 .PHONY: k8s-assets
 k8s-assets: ## Build (or take from the cache) etcd, kube-apiserver, kube-controller-manager and kubectl into bin/k8s.

@@ -79,7 +79,9 @@ func startCluster(ctx context.Context) (*cluster, error) {
 		return nil, err
 	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{
-		Assets: os.Getenv(envAssets), Dir: dir, AdvertiseAddress: apiAddress, Output: cpLog,
+		// Bound to every address of the private namespace, so that the kubernetes Service's
+		// endpoint, the advertised address, answers.
+		Assets: os.Getenv(envAssets), Dir: dir, AdvertiseAddress: apiAddress, BindAddress: "0.0.0.0", Output: cpLog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w (log in %s)", err, cpLog.Name())
@@ -93,7 +95,8 @@ func startCluster(ctx context.Context) (*cluster, error) {
 		return nil, errors.Join(err, cp.Stop())
 	}
 	if err := c.startAgent("--kubeconfig="+cp.Kubeconfig, "--node-name="+nodeName, "--images="+images,
-		"--state-dir="+filepath.Join(dir, "state"), "--restart-backoff=500ms", "--lease-duration=20s", "-v"); err != nil {
+		"--state-dir="+filepath.Join(dir, "state"), "--restart-backoff=500ms", "--lease-duration=20s", "-v",
+		"--kubelet-client-ca="+cp.CAFile, "--dns-server="+os.Getenv(envCoreDNS)); err != nil {
 		return nil, errors.Join(err, cp.Stop())
 	}
 	return c, nil

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -25,10 +27,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"coxswain.dev/coxswain/hack/nodeagent/internal/dns"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/image"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/kubelet"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/node"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/pod"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/service"
 )
 
 // version is reported as the Node's kubelet version.
@@ -36,6 +41,8 @@ const version = "v1.36.3-coxswain-node-agent"
 
 type options struct {
 	kubeconfig, nodeName, images, stateDir, podCIDR, bridge, apiServer string
+	kubeletClientCA, dnsServer, clusterDomain                          string
+	serviceCIDR, lbPool, lbClass                                       string
 	restartBackoff, maxRestartBackoff, leaseDuration, volumeRefresh    time.Duration
 	verbose                                                            bool
 }
@@ -52,11 +59,17 @@ func main() {
 	flag.StringVar(&o.stateDir, "state-dir", filepath.Join(os.TempDir(), "coxswain-node-agent"), "directory for pod roots, volumes and logs")
 	flag.StringVar(&o.podCIDR, "pod-cidr", "10.244.0.0/24", "IPv4 range of pod addresses; its first address goes on the bridge")
 	flag.StringVar(&o.bridge, "bridge", "cxbr0", "name of the bridge to create")
-	flag.StringVar(&o.apiServer, "pod-api-server", "", "host:port pods reach the API server on (KUBERNETES_SERVICE_HOST/PORT); empty leaves them unset")
+	flag.StringVar(&o.apiServer, "pod-api-server", "", "host:port pods reach the API server on (KUBERNETES_SERVICE_HOST/PORT); empty means the kubernetes Service, the first address of --service-cidr, port 443")
+	flag.StringVar(&o.serviceCIDR, "service-cidr", "10.96.0.0/16", "the API server's service range (--service-cluster-ip-range): ClusterIPs the agent serves")
+	flag.StringVar(&o.lbPool, "lb-pool", "10.245.0.0/24", "range of the addresses given to LoadBalancer Services")
+	flag.StringVar(&o.lbClass, "lb-class", "", "spec.loadBalancerClass served besides none (empty: only Services without a class)")
 	flag.DurationVar(&o.restartBackoff, "restart-backoff", 10*time.Second, "first delay before a container restart")
 	flag.DurationVar(&o.maxRestartBackoff, "max-restart-backoff", 5*time.Minute, "longest delay before a container restart")
 	flag.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "node Lease duration; renewed every quarter of it")
 	flag.DurationVar(&o.volumeRefresh, "volume-refresh", time.Minute, "how often Secret, ConfigMap and downward API volumes are rewritten")
+	flag.StringVar(&o.kubeletClientCA, "kubelet-client-ca", "", "CA file of the client certificates the kubelet API (pods/log, on the bridge address port 10250) accepts; empty serves no kubelet API")
+	flag.StringVar(&o.dnsServer, "dns-server", "", "CoreDNS binary (hack/coredns-assets.sh) to run as the cluster DNS on the bridge address, port 53; empty runs no cluster DNS")
+	flag.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain")
 	flag.BoolVar(&o.verbose, "v", false, "log at V(1)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -89,7 +102,11 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("--pod-cidr: %w", err)
 	}
-	network, err := sandbox.SetUpNetwork(ctx, o.bridge, prefix)
+	svcCfg, err := serviceConfig(o)
+	if err != nil {
+		return err
+	}
+	network, err := sandbox.SetUpNetwork(ctx, o.bridge, prefix, svcCfg.ServiceCIDR, svcCfg.LBPool)
 	if err != nil {
 		return err
 	}
@@ -102,6 +119,9 @@ func run(o options) error {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.UserAgent = "coxswain-node-agent"
+	// Status writes of pods and load balancers come in bursts (20 Gateways at once); the
+	// client's default of 5 a second would queue them for seconds.
+	cfg.QPS, cfg.Burst = 50, 100
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
@@ -113,16 +133,84 @@ func run(o options) error {
 			corev1.ResourceMemory: resource.MustParse("16Gi"),
 			corev1.ResourcePods:   resource.MustParse("110"),
 		},
-		Version: version, LeaseDuration: o.leaseDuration,
+		Version: version, LeaseDuration: o.leaseDuration, KubeletPort: kubeletPort(o),
 	}, log)
 	if err := heartbeat.Register(ctx); err != nil {
 		return err
 	}
 	go heartbeat.Run(ctx)
+	services, err := service.New(client, svcCfg, log)
+	if err != nil {
+		return err
+	}
+	if o.apiServer == "" {
+		o.apiServer = net.JoinHostPort(svcCfg.ServiceCIDR.Addr().Next().String(), "443")
+	}
 	pods := pod.New(client, pod.Config{
 		Node: o.nodeName, StateDir: o.stateDir, Self: self, Images: images, Network: network,
 		RestartBackoff: o.restartBackoff, MaxRestartBackoff: o.maxRestartBackoff,
 		APIServer: o.apiServer, VolumeRefresh: o.volumeRefresh,
+		Nameserver: nameserver(o, network), ClusterDomain: o.clusterDomain,
 	}, log)
-	return pods.Run(ctx)
+	return serve(ctx, o, client, network.Gateway().String(), pods, services, log)
+}
+
+func kubeletPort(o options) int32 {
+	if o.kubeletClientCA == "" {
+		return 0
+	}
+	return kubelet.Port
+}
+
+func nameserver(o options, network *sandbox.Network) string {
+	if o.dnsServer == "" {
+		return ""
+	}
+	return network.Gateway().String()
+}
+
+// serve runs the pods, the service proxy and, when configured, the kubelet API and the cluster DNS until ctx
+// ends; when one of them fails, the others stop and the agent exits.
+func serve(ctx context.Context, o options, client kubernetes.Interface, address string, pods *pod.Controller, services *service.Controller, log logr.Logger) error {
+	// The node is of no use without its services: when they fail, the agent stops.
+	runs := []func(context.Context) error{pods.Run, services.Run}
+	if o.kubeletClientCA != "" {
+		api := kubelet.New(client, kubelet.Config{Address: address, Node: o.nodeName, ClientCA: o.kubeletClientCA, Logs: pods}, log)
+		runs = append(runs, api.Run)
+	}
+	if o.dnsServer != "" {
+		server := &dns.Server{
+			Binary: o.dnsServer, Address: address, Domain: o.clusterDomain, Kubeconfig: o.kubeconfig,
+			Dir: filepath.Join(o.stateDir, "coredns"), Output: os.Stderr, Log: log.WithName("dns"),
+		}
+		runs = append(runs, server.Run)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(runs))
+	for _, run := range runs {
+		go func() {
+			err := run(ctx)
+			cancel()
+			errs <- err
+		}()
+	}
+	var all []error
+	for range runs {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+func serviceConfig(o options) (service.Config, error) {
+	cidr, err := netip.ParsePrefix(o.serviceCIDR)
+	if err != nil {
+		return service.Config{}, fmt.Errorf("--service-cidr: %w", err)
+	}
+	pool, err := netip.ParsePrefix(o.lbPool)
+	if err != nil {
+		return service.Config{}, fmt.Errorf("--lb-pool: %w", err)
+	}
+	cfg := service.Config{ServiceCIDR: cidr.Masked(), LBPool: pool.Masked(), LBClass: o.lbClass}
+	return cfg, cfg.Validate()
 }

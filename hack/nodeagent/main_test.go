@@ -26,6 +26,7 @@ const (
 	envAgent       = "COXSWAIN_NODEAGENT_TEST_AGENT"
 	envServer      = "COXSWAIN_NODEAGENT_TEST_SERVER"
 	envAssets      = "COXSWAIN_NODEAGENT_TEST_ASSETS"
+	envCoreDNS     = "COXSWAIN_NODEAGENT_TEST_COREDNS"
 	// apiAddress is the API server's advertised address, on the namespace's loopback.
 	apiAddress = "198.18.0.1"
 )
@@ -54,6 +55,11 @@ func TestMain(m *testing.M) {
 func enterNamespaces() int {
 	ctx := context.Background()
 	assets, err := assetsDir()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent test: %v\n", err)
+		return 1
+	}
+	coredns, err := corednsBinary()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "nodeagent test: %v\n", err)
 		return 1
@@ -95,7 +101,7 @@ func enterNamespaces() int {
 	}
 	cmd := exec.CommandContext(ctx, "unshare", slices.Concat(unshareArgs, []string{"--", self}, os.Args[1:])...)
 	cmd.Env = append(withoutProxySettings(os.Environ()), envInNamespace+"=1", envAgent+"="+agent,
-		envServer+"="+server, envAssets+"="+assets, "TMPDIR="+tmp)
+		envServer+"="+server, envAssets+"="+assets, envCoreDNS+"="+coredns, "TMPDIR="+tmp)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err = cmd.Run()
@@ -124,6 +130,18 @@ func assetsDir() (string, error) {
 		return "", fmt.Errorf("no control plane binaries in %s: run hack/k8s-assets.sh or set KUBEBUILDER_ASSETS", dir)
 	}
 	return filepath.Abs(dir)
+}
+
+// corednsBinary is COXSWAIN_COREDNS, or bin/coredns of the repository (hack/coredns-assets.sh).
+func corednsBinary() (string, error) {
+	path := os.Getenv("COXSWAIN_COREDNS")
+	if path == "" {
+		path = filepath.Join("..", "..", "bin", "coredns")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("no CoreDNS at %s: run hack/coredns-assets.sh or set COXSWAIN_COREDNS", path)
+	}
+	return filepath.Abs(path)
 }
 
 func withoutProxySettings(env []string) []string {

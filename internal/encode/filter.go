@@ -21,8 +21,21 @@ func filter(f snapshot.Filter) *discoveryv1.Filter {
 			Cluster: f.Mirror.Cluster, Numerator: uint32(f.Mirror.Numerator), Denominator: uint32(f.Mirror.Denominator), //nolint:gosec // validated non-negative
 		}
 		return &discoveryv1.Filter{Kind: &discoveryv1.Filter_Mirror{Mirror: m}}
+	case f.CORS != nil:
+		return &discoveryv1.Filter{Kind: &discoveryv1.Filter_Cors{Cors: cors(f.CORS)}}
 	}
 	return &discoveryv1.Filter{}
+}
+
+func cors(c *snapshot.CORS) *discoveryv1.Cors {
+	return &discoveryv1.Cors{
+		AllowOrigins:     c.AllowOrigins,
+		AllowCredentials: c.AllowCredentials,
+		AllowMethods:     c.AllowMethods,
+		AllowHeaders:     c.AllowHeaders,
+		ExposeHeaders:    c.ExposeHeaders,
+		MaxAgeSeconds:    uint32(c.MaxAge), //nolint:gosec // validated non-negative
+	}
 }
 
 func headerModifier(m *snapshot.HeaderModifier) *discoveryv1.HeaderModifier {

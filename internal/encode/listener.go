@@ -54,9 +54,13 @@ func route(r *snapshot.Route) *discoveryv1.Route {
 		out.Filters = append(out.Filters, filter(f))
 	}
 	for _, b := range r.Backends {
-		out.Backends = append(out.Backends, &discoveryv1.WeightedBackend{
+		wb := &discoveryv1.WeightedBackend{
 			Cluster: b.Cluster, Weight: uint32(b.Weight), ErrorStatus: uint32(b.ErrorStatus), //nolint:gosec // weights are 0-1000000
-		})
+		}
+		for _, f := range b.Filters {
+			wb.Filters = append(wb.Filters, filter(f))
+		}
+		out.Backends = append(out.Backends, wb)
 	}
 	return out
 }

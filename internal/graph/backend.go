@@ -37,6 +37,9 @@ type Backend struct {
 	// Valid is false when the reference did not resolve: the spec asks for a 500 answer to the
 	// share of requests that would have gone to it.
 	Valid bool
+	// Filters apply only to the requests this backend gets, after the rule's: header modifiers
+	// only (see backendFilters).
+	Filters []Filter
 }
 
 func (b *builder) resolveBackends(r *HTTPRoute, refs []gwapiv1.HTTPBackendRef) []Backend {
@@ -46,7 +49,9 @@ func (b *builder) resolveBackends(r *HTTPRoute, refs []gwapiv1.HTTPBackendRef) [
 		if ref.Weight != nil {
 			weight = *ref.Weight
 		}
-		out = append(out, b.resolveBackend(r, ref.BackendObjectReference, weight))
+		backend := b.resolveBackend(r, ref.BackendObjectReference, weight)
+		backend.Filters = resolveBackendFilters(ref.Filters)
+		out = append(out, backend)
 	}
 	return out
 }

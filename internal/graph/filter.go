@@ -15,6 +15,15 @@ var supportedFilters = map[gwapiv1.HTTPRouteFilterType]bool{
 	gwapiv1.HTTPRouteFilterRequestRedirect:        true,
 	gwapiv1.HTTPRouteFilterURLRewrite:             true,
 	gwapiv1.HTTPRouteFilterRequestMirror:          true,
+	gwapiv1.HTTPRouteFilterCORS:                   true,
+}
+
+// backendFilters are the filter types a backendRef may carry: they act on the request and the
+// response of one backend only. The spec makes every backendRef filter Extended; the others
+// (redirect, rewrite, mirror, CORS) act before a backend is chosen and are refused there.
+var backendFilters = map[gwapiv1.HTTPRouteFilterType]bool{
+	gwapiv1.HTTPRouteFilterRequestHeaderModifier:  true,
+	gwapiv1.HTTPRouteFilterResponseHeaderModifier: true,
 }
 
 var redirectCodes = map[int]bool{301: true, 302: true, 303: true, 307: true, 308: true}
@@ -67,8 +76,42 @@ func validateFilter(f gwapiv1.HTTPRouteFilter, matches []gwapiv1.HTTPRouteMatch)
 		return missing(f.ResponseHeaderModifier == nil, "responseHeaderModifier")
 	case gwapiv1.HTTPRouteFilterRequestMirror:
 		return validateMirror(f.RequestMirror)
+	case gwapiv1.HTTPRouteFilterCORS:
+		return validateCORS(f.CORS)
 	}
 	return validatePathModifier(path, matches)
+}
+
+// validateBackendFilters accepts the header modifiers of backendRef j of rule i, each at most
+// once; any other type gets UnsupportedValue, as the spec asks of a filter an implementation
+// does not support.
+func validateBackendFilters(i, j int, filters []gwapiv1.HTTPRouteFilter) *metav1.Condition {
+	prefix := fmt.Sprintf("Rule %d: backendRef %d: ", i, j)
+	seen := map[gwapiv1.HTTPRouteFilterType]bool{}
+	for _, f := range filters {
+		if !backendFilters[f.Type] {
+			return ptr(conditions.NewRouteUnsupportedValue(prefix + fmt.Sprintf("filter %s is not supported on a backendRef", f.Type)))
+		}
+		if seen[f.Type] {
+			return ptr(conditions.NewRouteIncompatibleFilters(prefix + fmt.Sprintf("filter %s is repeated", f.Type)))
+		}
+		seen[f.Type] = true
+		if msg := validateFilter(f, nil); msg != "" {
+			return ptr(conditions.NewRouteUnsupportedValue(prefix + msg))
+		}
+	}
+	return nil
+}
+
+// resolveBackendFilters keeps a backendRef's supported filters in spec order.
+func resolveBackendFilters(in []gwapiv1.HTTPRouteFilter) []Filter {
+	var out []Filter
+	for _, f := range in {
+		if backendFilters[f.Type] {
+			out = append(out, Filter{HTTPRouteFilter: f})
+		}
+	}
+	return out
 }
 
 func missing(isMissing bool, field string) string {

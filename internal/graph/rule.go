@@ -59,9 +59,9 @@ func validateRule(i int, rule gwapiv1.HTTPRouteRule) *metav1.Condition {
 	if rule.SessionPersistence != nil {
 		return unsupported("sessionPersistence is not supported")
 	}
-	for _, ref := range rule.BackendRefs {
-		if len(ref.Filters) > 0 {
-			return unsupported("backendRef filters are not supported")
+	for j, ref := range rule.BackendRefs {
+		if c := validateBackendFilters(i, j, ref.Filters); c != nil {
+			return c
 		}
 	}
 	if _, err := parseTimeouts(rule.Timeouts); err != nil {

@@ -51,7 +51,13 @@ func (sb *scopeBuilder) compileAction(rule *graph.Rule, l *graph.Listener) Route
 			r.Backends = append(r.Backends, Backend{Weight: b.Weight, ErrorStatus: 500})
 			continue
 		}
-		r.Backends = append(r.Backends, Backend{Cluster: sb.useCluster(b.Cluster), Weight: b.Weight})
+		out := Backend{Cluster: sb.useCluster(b.Cluster), Weight: b.Weight}
+		for _, f := range b.Filters {
+			if cf, ok := sb.compileFilter(f, l); ok {
+				out.Filters = append(out.Filters, cf)
+			}
+		}
+		r.Backends = append(r.Backends, out)
 	}
 	if len(r.Backends) == 0 && !redirect {
 		r.DirectStatus = 500

@@ -26,8 +26,31 @@ func (sb *scopeBuilder) compileFilter(f graph.Filter, l *graph.Listener) (Filter
 			return out, false
 		}
 		out.Mirror = sb.compileMirror(f.RequestMirror, f.Mirror.Cluster)
+	case gwapiv1.HTTPRouteFilterCORS:
+		out.CORS = compileCORS(f.CORS)
 	}
 	return out, true
+}
+
+// compileCORS copies the filter; a zero maxAge takes the CRD's default of 5 seconds.
+func compileCORS(c *gwapiv1.HTTPCORSFilter) *CORS {
+	out := &CORS{AllowCredentials: deref(c.AllowCredentials), MaxAge: c.MaxAge}
+	for _, o := range c.AllowOrigins {
+		out.AllowOrigins = append(out.AllowOrigins, string(o))
+	}
+	for _, m := range c.AllowMethods {
+		out.AllowMethods = append(out.AllowMethods, string(m))
+	}
+	for _, h := range c.AllowHeaders {
+		out.AllowHeaders = append(out.AllowHeaders, string(h))
+	}
+	for _, h := range c.ExposeHeaders {
+		out.ExposeHeaders = append(out.ExposeHeaders, string(h))
+	}
+	if out.MaxAge == 0 {
+		out.MaxAge = 5
+	}
+	return out
 }
 
 func compileHeaders(m *gwapiv1.HTTPHeaderFilter) *HeaderModifier {

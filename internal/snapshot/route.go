@@ -59,6 +59,7 @@ type Filter struct {
 	Redirect        *Redirect       `json:"redirect,omitempty"`
 	Rewrite         *Rewrite        `json:"rewrite,omitempty"`
 	Mirror          *Mirror         `json:"mirror,omitempty"`
+	CORS            *CORS           `json:"cors,omitempty"`
 }
 
 // Filter types.
@@ -68,7 +69,20 @@ const (
 	FilterRedirect        = "RequestRedirect"
 	FilterRewrite         = "URLRewrite"
 	FilterMirror          = "RequestMirror"
+	FilterCORS            = "CORS"
 )
+
+// CORS answers preflight requests and adds the CORS headers to the answers of allowed origins.
+// AllowOrigins hold "*" alone or origins whose host may start with a "*" label; AllowMethods,
+// AllowHeaders and ExposeHeaders are names or "*" alone. MaxAge is in seconds, 5 when unset.
+type CORS struct {
+	AllowOrigins     []string `json:"allowOrigins,omitempty"`
+	AllowCredentials bool     `json:"allowCredentials,omitempty"`
+	AllowMethods     []string `json:"allowMethods,omitempty"`
+	AllowHeaders     []string `json:"allowHeaders,omitempty"`
+	ExposeHeaders    []string `json:"exposeHeaders,omitempty"`
+	MaxAge           int32    `json:"maxAge"`
+}
 
 // HeaderModifier sets (replaces), adds (appends) and removes headers, in that order.
 type HeaderModifier struct {
@@ -127,4 +141,7 @@ type Backend struct {
 	// ErrorStatus, when set, answers this backend's share of requests with that status: an
 	// unresolved backendRef gets 500.
 	ErrorStatus int32 `json:"errorStatus,omitempty"`
+	// Filters apply only to the requests this backend gets, after the route's: header
+	// modifiers only. Empty when ErrorStatus is set.
+	Filters []Filter `json:"filters,omitempty"`
 }

@@ -646,6 +646,7 @@ type Filter struct {
 	//	*Filter_Redirect
 	//	*Filter_Rewrite
 	//	*Filter_Mirror
+	//	*Filter_Cors
 	Kind          isFilter_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -733,6 +734,15 @@ func (x *Filter) GetMirror() *Mirror {
 	return nil
 }
 
+func (x *Filter) GetCors() *Cors {
+	if x != nil {
+		if x, ok := x.Kind.(*Filter_Cors); ok {
+			return x.Cors
+		}
+	}
+	return nil
+}
+
 type isFilter_Kind interface {
 	isFilter_Kind()
 }
@@ -757,6 +767,10 @@ type Filter_Mirror struct {
 	Mirror *Mirror `protobuf:"bytes,5,opt,name=mirror,proto3,oneof"`
 }
 
+type Filter_Cors struct {
+	Cors *Cors `protobuf:"bytes,6,opt,name=cors,proto3,oneof"`
+}
+
 func (*Filter_RequestHeaders) isFilter_Kind() {}
 
 func (*Filter_ResponseHeaders) isFilter_Kind() {}
@@ -766,6 +780,8 @@ func (*Filter_Redirect) isFilter_Kind() {}
 func (*Filter_Rewrite) isFilter_Kind() {}
 
 func (*Filter_Mirror) isFilter_Kind() {}
+
+func (*Filter_Cors) isFilter_Kind() {}
 
 // HeaderModifier sets (replaces), adds (appends) and removes headers, in that order.
 type HeaderModifier struct {
@@ -1096,6 +1112,99 @@ func (*PathModifier_ReplaceFullPath) isPathModifier_Kind() {}
 
 func (*PathModifier_ReplacePrefixMatch) isPathModifier_Kind() {}
 
+// Cors answers CORS preflight requests (OPTIONS with Origin and Access-Control-Request-Method)
+// itself, and adds the CORS response headers to the answers of requests whose Origin is allowed,
+// as the Gateway API HTTPCORSFilter says. A route has at most one.
+type Cors struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// allow_origins are "*" alone, or origins "<scheme>://<host>[:<port>]" whose host may start
+	// with "*", which matches one or more labels (and so any number of dots) to its left. Without
+	// a port an origin means the scheme's default port.
+	AllowOrigins     []string `protobuf:"bytes,1,rep,name=allow_origins,json=allowOrigins,proto3" json:"allow_origins,omitempty"`
+	AllowCredentials bool     `protobuf:"varint,2,opt,name=allow_credentials,json=allowCredentials,proto3" json:"allow_credentials,omitempty"`
+	// allow_methods are methods, or "*" alone.
+	AllowMethods []string `protobuf:"bytes,3,rep,name=allow_methods,json=allowMethods,proto3" json:"allow_methods,omitempty"`
+	// allow_headers and expose_headers are header names, or "*" alone.
+	AllowHeaders  []string `protobuf:"bytes,4,rep,name=allow_headers,json=allowHeaders,proto3" json:"allow_headers,omitempty"`
+	ExposeHeaders []string `protobuf:"bytes,5,rep,name=expose_headers,json=exposeHeaders,proto3" json:"expose_headers,omitempty"`
+	// max_age_seconds is Access-Control-Max-Age; zero means the spec's default, 5.
+	MaxAgeSeconds uint32 `protobuf:"varint,6,opt,name=max_age_seconds,json=maxAgeSeconds,proto3" json:"max_age_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cors) Reset() {
+	*x = Cors{}
+	mi := &file_v1_routing_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cors) ProtoMessage() {}
+
+func (x *Cors) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_routing_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cors.ProtoReflect.Descriptor instead.
+func (*Cors) Descriptor() ([]byte, []int) {
+	return file_v1_routing_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Cors) GetAllowOrigins() []string {
+	if x != nil {
+		return x.AllowOrigins
+	}
+	return nil
+}
+
+func (x *Cors) GetAllowCredentials() bool {
+	if x != nil {
+		return x.AllowCredentials
+	}
+	return false
+}
+
+func (x *Cors) GetAllowMethods() []string {
+	if x != nil {
+		return x.AllowMethods
+	}
+	return nil
+}
+
+func (x *Cors) GetAllowHeaders() []string {
+	if x != nil {
+		return x.AllowHeaders
+	}
+	return nil
+}
+
+func (x *Cors) GetExposeHeaders() []string {
+	if x != nil {
+		return x.ExposeHeaders
+	}
+	return nil
+}
+
+func (x *Cors) GetMaxAgeSeconds() uint32 {
+	if x != nil {
+		return x.MaxAgeSeconds
+	}
+	return 0
+}
+
 // Mirror sends a copy of numerator out of denominator requests to a cluster, ignoring the replies.
 type Mirror struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1108,7 +1217,7 @@ type Mirror struct {
 
 func (x *Mirror) Reset() {
 	*x = Mirror{}
-	mi := &file_v1_routing_proto_msgTypes[12]
+	mi := &file_v1_routing_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1229,7 @@ func (x *Mirror) String() string {
 func (*Mirror) ProtoMessage() {}
 
 func (x *Mirror) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[12]
+	mi := &file_v1_routing_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1242,7 @@ func (x *Mirror) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mirror.ProtoReflect.Descriptor instead.
 func (*Mirror) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{12}
+	return file_v1_routing_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Mirror) GetCluster() string {
@@ -1166,14 +1275,17 @@ type WeightedBackend struct {
 	Weight  uint32 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
 	// error_status, when non-zero, answers this backend's share with that status (an unresolved
 	// backend reference gets 500).
-	ErrorStatus   uint32 `protobuf:"varint,3,opt,name=error_status,json=errorStatus,proto3" json:"error_status,omitempty"`
+	ErrorStatus uint32 `protobuf:"varint,3,opt,name=error_status,json=errorStatus,proto3" json:"error_status,omitempty"`
+	// filters apply, in order, only to the requests this backend gets, after the route's filters:
+	// request_headers and response_headers only. Absent when error_status is set.
+	Filters       []*Filter `protobuf:"bytes,4,rep,name=filters,proto3" json:"filters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WeightedBackend) Reset() {
 	*x = WeightedBackend{}
-	mi := &file_v1_routing_proto_msgTypes[13]
+	mi := &file_v1_routing_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1297,7 @@ func (x *WeightedBackend) String() string {
 func (*WeightedBackend) ProtoMessage() {}
 
 func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[13]
+	mi := &file_v1_routing_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1310,7 @@ func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedBackend.ProtoReflect.Descriptor instead.
 func (*WeightedBackend) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{13}
+	return file_v1_routing_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WeightedBackend) GetCluster() string {
@@ -1222,6 +1334,13 @@ func (x *WeightedBackend) GetErrorStatus() uint32 {
 	return 0
 }
 
+func (x *WeightedBackend) GetFilters() []*Filter {
+	if x != nil {
+		return x.Filters
+	}
+	return nil
+}
+
 // Timeouts bound a request; absent means unset, zero means disabled.
 type Timeouts struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1235,7 +1354,7 @@ type Timeouts struct {
 
 func (x *Timeouts) Reset() {
 	*x = Timeouts{}
-	mi := &file_v1_routing_proto_msgTypes[14]
+	mi := &file_v1_routing_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1366,7 @@ func (x *Timeouts) String() string {
 func (*Timeouts) ProtoMessage() {}
 
 func (x *Timeouts) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[14]
+	mi := &file_v1_routing_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1379,7 @@ func (x *Timeouts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timeouts.ProtoReflect.Descriptor instead.
 func (*Timeouts) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{14}
+	return file_v1_routing_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Timeouts) GetRequest() *durationpb.Duration {
@@ -1294,7 +1413,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_v1_routing_proto_msgTypes[15]
+	mi := &file_v1_routing_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1425,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[15]
+	mi := &file_v1_routing_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1438,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{15}
+	return file_v1_routing_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Cluster) GetName() string {
@@ -1374,7 +1493,7 @@ type BackendTLS struct {
 
 func (x *BackendTLS) Reset() {
 	*x = BackendTLS{}
-	mi := &file_v1_routing_proto_msgTypes[16]
+	mi := &file_v1_routing_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1505,7 @@ func (x *BackendTLS) String() string {
 func (*BackendTLS) ProtoMessage() {}
 
 func (x *BackendTLS) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[16]
+	mi := &file_v1_routing_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1518,7 @@ func (x *BackendTLS) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendTLS.ProtoReflect.Descriptor instead.
 func (*BackendTLS) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{16}
+	return file_v1_routing_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BackendTLS) GetServerName() string {
@@ -1451,7 +1570,7 @@ type SubjectAltName struct {
 
 func (x *SubjectAltName) Reset() {
 	*x = SubjectAltName{}
-	mi := &file_v1_routing_proto_msgTypes[17]
+	mi := &file_v1_routing_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1582,7 @@ func (x *SubjectAltName) String() string {
 func (*SubjectAltName) ProtoMessage() {}
 
 func (x *SubjectAltName) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[17]
+	mi := &file_v1_routing_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1595,7 @@ func (x *SubjectAltName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubjectAltName.ProtoReflect.Descriptor instead.
 func (*SubjectAltName) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{17}
+	return file_v1_routing_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubjectAltName) GetName() isSubjectAltName_Name {
@@ -1534,7 +1653,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_v1_routing_proto_msgTypes[18]
+	mi := &file_v1_routing_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1665,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[18]
+	mi := &file_v1_routing_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1678,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{18}
+	return file_v1_routing_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -1590,7 +1709,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_v1_routing_proto_msgTypes[19]
+	mi := &file_v1_routing_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1721,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[19]
+	mi := &file_v1_routing_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1734,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{19}
+	return file_v1_routing_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Certificate) GetName() string {
@@ -1676,13 +1795,14 @@ const file_v1_routing_proto_rawDesc = "" +
 	"ValueMatch\x124\n" +
 	"\x04type\x18\x01 \x01(\x0e2 .coxswain.discovery.v1.MatchTypeR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x03 \x01(\tR\x05value\"\xea\x02\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"\x9d\x03\n" +
 	"\x06Filter\x12P\n" +
 	"\x0frequest_headers\x18\x01 \x01(\v2%.coxswain.discovery.v1.HeaderModifierH\x00R\x0erequestHeaders\x12R\n" +
 	"\x10response_headers\x18\x02 \x01(\v2%.coxswain.discovery.v1.HeaderModifierH\x00R\x0fresponseHeaders\x12=\n" +
 	"\bredirect\x18\x03 \x01(\v2\x1f.coxswain.discovery.v1.RedirectH\x00R\bredirect\x12:\n" +
 	"\arewrite\x18\x04 \x01(\v2\x1e.coxswain.discovery.v1.RewriteH\x00R\arewrite\x127\n" +
-	"\x06mirror\x18\x05 \x01(\v2\x1d.coxswain.discovery.v1.MirrorH\x00R\x06mirrorB\x06\n" +
+	"\x06mirror\x18\x05 \x01(\v2\x1d.coxswain.discovery.v1.MirrorH\x00R\x06mirror\x121\n" +
+	"\x04cors\x18\x06 \x01(\v2\x1b.coxswain.discovery.v1.CorsH\x00R\x04corsB\x06\n" +
 	"\x04kind\"\x8a\x01\n" +
 	"\x0eHeaderModifier\x12/\n" +
 	"\x03set\x18\x01 \x03(\v2\x1d.coxswain.discovery.v1.HeaderR\x03set\x12/\n" +
@@ -1704,15 +1824,23 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\fPathModifier\x12,\n" +
 	"\x11replace_full_path\x18\x01 \x01(\tH\x00R\x0freplaceFullPath\x122\n" +
 	"\x14replace_prefix_match\x18\x02 \x01(\tH\x00R\x12replacePrefixMatchB\x06\n" +
-	"\x04kind\"b\n" +
+	"\x04kind\"\xf1\x01\n" +
+	"\x04Cors\x12#\n" +
+	"\rallow_origins\x18\x01 \x03(\tR\fallowOrigins\x12+\n" +
+	"\x11allow_credentials\x18\x02 \x01(\bR\x10allowCredentials\x12#\n" +
+	"\rallow_methods\x18\x03 \x03(\tR\fallowMethods\x12#\n" +
+	"\rallow_headers\x18\x04 \x03(\tR\fallowHeaders\x12%\n" +
+	"\x0eexpose_headers\x18\x05 \x03(\tR\rexposeHeaders\x12&\n" +
+	"\x0fmax_age_seconds\x18\x06 \x01(\rR\rmaxAgeSeconds\"b\n" +
 	"\x06Mirror\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1c\n" +
 	"\tnumerator\x18\x02 \x01(\rR\tnumerator\x12 \n" +
-	"\vdenominator\x18\x03 \x01(\rR\vdenominator\"f\n" +
+	"\vdenominator\x18\x03 \x01(\rR\vdenominator\"\x9f\x01\n" +
 	"\x0fWeightedBackend\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\rR\x06weight\x12!\n" +
-	"\ferror_status\x18\x03 \x01(\rR\verrorStatus\"\x83\x01\n" +
+	"\ferror_status\x18\x03 \x01(\rR\verrorStatus\x127\n" +
+	"\afilters\x18\x04 \x03(\v2\x1d.coxswain.discovery.v1.FilterR\afilters\"\x83\x01\n" +
 	"\bTimeouts\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\arequest\x12B\n" +
 	"\x0fbackend_request\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ebackendRequest\"\xe7\x01\n" +
@@ -1769,7 +1897,7 @@ func file_v1_routing_proto_rawDescGZIP() []byte {
 }
 
 var file_v1_routing_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_v1_routing_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_v1_routing_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_v1_routing_proto_goTypes = []any{
 	(Protocol)(0),               // 0: coxswain.discovery.v1.Protocol
 	(MatchType)(0),              // 1: coxswain.discovery.v1.MatchType
@@ -1786,26 +1914,27 @@ var file_v1_routing_proto_goTypes = []any{
 	(*Redirect)(nil),            // 12: coxswain.discovery.v1.Redirect
 	(*Rewrite)(nil),             // 13: coxswain.discovery.v1.Rewrite
 	(*PathModifier)(nil),        // 14: coxswain.discovery.v1.PathModifier
-	(*Mirror)(nil),              // 15: coxswain.discovery.v1.Mirror
-	(*WeightedBackend)(nil),     // 16: coxswain.discovery.v1.WeightedBackend
-	(*Timeouts)(nil),            // 17: coxswain.discovery.v1.Timeouts
-	(*Cluster)(nil),             // 18: coxswain.discovery.v1.Cluster
-	(*BackendTLS)(nil),          // 19: coxswain.discovery.v1.BackendTLS
-	(*SubjectAltName)(nil),      // 20: coxswain.discovery.v1.SubjectAltName
-	(*Endpoint)(nil),            // 21: coxswain.discovery.v1.Endpoint
-	(*Certificate)(nil),         // 22: coxswain.discovery.v1.Certificate
-	(*GatewayRef)(nil),          // 23: coxswain.discovery.v1.GatewayRef
-	(*durationpb.Duration)(nil), // 24: google.protobuf.Duration
+	(*Cors)(nil),                // 15: coxswain.discovery.v1.Cors
+	(*Mirror)(nil),              // 16: coxswain.discovery.v1.Mirror
+	(*WeightedBackend)(nil),     // 17: coxswain.discovery.v1.WeightedBackend
+	(*Timeouts)(nil),            // 18: coxswain.discovery.v1.Timeouts
+	(*Cluster)(nil),             // 19: coxswain.discovery.v1.Cluster
+	(*BackendTLS)(nil),          // 20: coxswain.discovery.v1.BackendTLS
+	(*SubjectAltName)(nil),      // 21: coxswain.discovery.v1.SubjectAltName
+	(*Endpoint)(nil),            // 22: coxswain.discovery.v1.Endpoint
+	(*Certificate)(nil),         // 23: coxswain.discovery.v1.Certificate
+	(*GatewayRef)(nil),          // 24: coxswain.discovery.v1.GatewayRef
+	(*durationpb.Duration)(nil), // 25: google.protobuf.Duration
 }
 var file_v1_routing_proto_depIdxs = []int32{
-	23, // 0: coxswain.discovery.v1.Listener.gateway:type_name -> coxswain.discovery.v1.GatewayRef
+	24, // 0: coxswain.discovery.v1.Listener.gateway:type_name -> coxswain.discovery.v1.GatewayRef
 	0,  // 1: coxswain.discovery.v1.Listener.protocol:type_name -> coxswain.discovery.v1.Protocol
 	4,  // 2: coxswain.discovery.v1.Listener.virtual_hosts:type_name -> coxswain.discovery.v1.VirtualHost
 	5,  // 3: coxswain.discovery.v1.VirtualHost.routes:type_name -> coxswain.discovery.v1.Route
 	6,  // 4: coxswain.discovery.v1.Route.match:type_name -> coxswain.discovery.v1.RouteMatch
 	9,  // 5: coxswain.discovery.v1.Route.filters:type_name -> coxswain.discovery.v1.Filter
-	16, // 6: coxswain.discovery.v1.Route.backends:type_name -> coxswain.discovery.v1.WeightedBackend
-	17, // 7: coxswain.discovery.v1.Route.timeouts:type_name -> coxswain.discovery.v1.Timeouts
+	17, // 6: coxswain.discovery.v1.Route.backends:type_name -> coxswain.discovery.v1.WeightedBackend
+	18, // 7: coxswain.discovery.v1.Route.timeouts:type_name -> coxswain.discovery.v1.Timeouts
 	7,  // 8: coxswain.discovery.v1.RouteMatch.path:type_name -> coxswain.discovery.v1.PathMatch
 	8,  // 9: coxswain.discovery.v1.RouteMatch.headers:type_name -> coxswain.discovery.v1.ValueMatch
 	8,  // 10: coxswain.discovery.v1.RouteMatch.query_params:type_name -> coxswain.discovery.v1.ValueMatch
@@ -1815,22 +1944,24 @@ var file_v1_routing_proto_depIdxs = []int32{
 	10, // 14: coxswain.discovery.v1.Filter.response_headers:type_name -> coxswain.discovery.v1.HeaderModifier
 	12, // 15: coxswain.discovery.v1.Filter.redirect:type_name -> coxswain.discovery.v1.Redirect
 	13, // 16: coxswain.discovery.v1.Filter.rewrite:type_name -> coxswain.discovery.v1.Rewrite
-	15, // 17: coxswain.discovery.v1.Filter.mirror:type_name -> coxswain.discovery.v1.Mirror
-	11, // 18: coxswain.discovery.v1.HeaderModifier.set:type_name -> coxswain.discovery.v1.Header
-	11, // 19: coxswain.discovery.v1.HeaderModifier.add:type_name -> coxswain.discovery.v1.Header
-	14, // 20: coxswain.discovery.v1.Redirect.path:type_name -> coxswain.discovery.v1.PathModifier
-	14, // 21: coxswain.discovery.v1.Rewrite.path:type_name -> coxswain.discovery.v1.PathModifier
-	24, // 22: coxswain.discovery.v1.Timeouts.request:type_name -> google.protobuf.Duration
-	24, // 23: coxswain.discovery.v1.Timeouts.backend_request:type_name -> google.protobuf.Duration
-	21, // 24: coxswain.discovery.v1.Cluster.endpoints:type_name -> coxswain.discovery.v1.Endpoint
-	2,  // 25: coxswain.discovery.v1.Cluster.upstream_protocol:type_name -> coxswain.discovery.v1.UpstreamProtocol
-	19, // 26: coxswain.discovery.v1.Cluster.tls:type_name -> coxswain.discovery.v1.BackendTLS
-	20, // 27: coxswain.discovery.v1.BackendTLS.subject_alt_names:type_name -> coxswain.discovery.v1.SubjectAltName
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	16, // 17: coxswain.discovery.v1.Filter.mirror:type_name -> coxswain.discovery.v1.Mirror
+	15, // 18: coxswain.discovery.v1.Filter.cors:type_name -> coxswain.discovery.v1.Cors
+	11, // 19: coxswain.discovery.v1.HeaderModifier.set:type_name -> coxswain.discovery.v1.Header
+	11, // 20: coxswain.discovery.v1.HeaderModifier.add:type_name -> coxswain.discovery.v1.Header
+	14, // 21: coxswain.discovery.v1.Redirect.path:type_name -> coxswain.discovery.v1.PathModifier
+	14, // 22: coxswain.discovery.v1.Rewrite.path:type_name -> coxswain.discovery.v1.PathModifier
+	9,  // 23: coxswain.discovery.v1.WeightedBackend.filters:type_name -> coxswain.discovery.v1.Filter
+	25, // 24: coxswain.discovery.v1.Timeouts.request:type_name -> google.protobuf.Duration
+	25, // 25: coxswain.discovery.v1.Timeouts.backend_request:type_name -> google.protobuf.Duration
+	22, // 26: coxswain.discovery.v1.Cluster.endpoints:type_name -> coxswain.discovery.v1.Endpoint
+	2,  // 27: coxswain.discovery.v1.Cluster.upstream_protocol:type_name -> coxswain.discovery.v1.UpstreamProtocol
+	20, // 28: coxswain.discovery.v1.Cluster.tls:type_name -> coxswain.discovery.v1.BackendTLS
+	21, // 29: coxswain.discovery.v1.BackendTLS.subject_alt_names:type_name -> coxswain.discovery.v1.SubjectAltName
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_v1_routing_proto_init() }
@@ -1845,12 +1976,13 @@ func file_v1_routing_proto_init() {
 		(*Filter_Redirect)(nil),
 		(*Filter_Rewrite)(nil),
 		(*Filter_Mirror)(nil),
+		(*Filter_Cors)(nil),
 	}
 	file_v1_routing_proto_msgTypes[11].OneofWrappers = []any{
 		(*PathModifier_ReplaceFullPath)(nil),
 		(*PathModifier_ReplacePrefixMatch)(nil),
 	}
-	file_v1_routing_proto_msgTypes[17].OneofWrappers = []any{
+	file_v1_routing_proto_msgTypes[18].OneofWrappers = []any{
 		(*SubjectAltName_Hostname)(nil),
 		(*SubjectAltName_Uri)(nil),
 	}
@@ -1860,7 +1992,7 @@ func file_v1_routing_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_routing_proto_rawDesc), len(file_v1_routing_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -49,9 +49,10 @@ func newAuthority() (*authority, error) {
 	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
-// issue signs a leaf for cn (organisation org, may be empty) with the given IP SANs; with IPs
-// it is a serving certificate, without a client one. It returns PEM certificate and key.
-func (a *authority) issue(cn, org string, ips []net.IP) (certPEM, keyPEM []byte, err error) {
+// issue signs a leaf for cn (organisations orgs, the user's groups) with the given IP SANs;
+// with IPs it is a serving certificate, without a client one. It returns PEM certificate and
+// key.
+func (a *authority) issue(cn string, orgs []string, ips []net.IP) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate key for %s: %w", cn, err)
@@ -64,9 +65,7 @@ func (a *authority) issue(cn, org string, ips []net.IP) (certPEM, keyPEM []byte,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	if org != "" {
-		tmpl.Subject.Organization = []string{org}
-	}
+	tmpl.Subject.Organization = orgs
 	if len(ips) > 0 {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.IPAddresses = ips

@@ -35,10 +35,12 @@ type Options struct {
 	Output io.Writer
 }
 
-// controllers are what a cluster of Deployments on a process-based node needs.
+// controllers are what a cluster of Deployments on a process-based node needs; EndpointSlices
+// feed the service proxy and the cluster DNS.
 var controllers = []string{
 	"deployment-controller", "replicaset-controller", "garbage-collector-controller",
 	"serviceaccount-controller", "root-ca-certificate-publisher-controller", "namespace-controller",
+	"endpointslice-controller",
 }
 
 // ControlPlane is a running etcd, kube-apiserver and kube-controller-manager.
@@ -47,9 +49,17 @@ type ControlPlane struct {
 	Config *rest.Config
 	// Kubeconfig is the path of a kubeconfig file with the administrator's credentials.
 	Kubeconfig string
-	// CAFile is the cluster CA's certificate.
+	// CAFile is the cluster CA's certificate. The node agent's kubelet API trusts the client
+	// certificates it signs (--kubelet-client-ca).
 	CAFile string
+	ca     *authority
 	procs  []*process
+}
+
+// ClientCertificate signs a client certificate of the cluster CA for user in groups and
+// returns it and its key, PEM encoded.
+func (cp *ControlPlane) ClientCertificate(user string, groups ...string) (certPEM, keyPEM []byte, err error) {
+	return cp.ca.issue(user, groups, nil)
 }
 
 // Start starts the three servers and waits until the API server is ready.
@@ -69,6 +79,7 @@ func (cp *ControlPlane) start(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	cp.ca = ca
 	cp.CAFile = filepath.Join(o.Dir, "ca.crt")
 	if err := os.WriteFile(cp.CAFile, ca.pem, 0o600); err != nil {
 		return fmt.Errorf("write CA: %w", err)
@@ -129,13 +140,23 @@ func (cp *ControlPlane) startAPIServer(o Options, ca *authority, etcdURL, port s
 	if ip := net.ParseIP(o.AdvertiseAddress); ip != nil {
 		ips = append(ips, ip)
 	}
-	certPEM, keyPEM, err := ca.issue("kube-apiserver", "", ips)
+	certPEM, keyPEM, err := ca.issue("kube-apiserver", nil, ips)
 	if err != nil {
 		return err
 	}
 	cert, key := filepath.Join(o.Dir, "apiserver.crt"), filepath.Join(o.Dir, "apiserver.key")
 	if err := errors.Join(os.WriteFile(cert, certPEM, 0o600), os.WriteFile(key, keyPEM, 0o600)); err != nil {
 		return fmt.Errorf("write serving certificate: %w", err)
+	}
+	// The identity the API server calls kubelets with (pods/log): system:masters passes the
+	// node agent's SubjectAccessReview on nodes/proxy.
+	kubeletCertPEM, kubeletKeyPEM, err := ca.issue("kube-apiserver-kubelet-client", []string{"system:masters"}, nil)
+	if err != nil {
+		return err
+	}
+	kubeletCert, kubeletKey := filepath.Join(o.Dir, "apiserver-kubelet-client.crt"), filepath.Join(o.Dir, "apiserver-kubelet-client.key")
+	if err := errors.Join(os.WriteFile(kubeletCert, kubeletCertPEM, 0o600), os.WriteFile(kubeletKey, kubeletKeyPEM, 0o600)); err != nil {
+		return fmt.Errorf("write kubelet client certificate: %w", err)
 	}
 	saKey, saPub, err := serviceAccountKeys(o.Dir)
 	if err != nil {
@@ -158,12 +179,15 @@ func (cp *ControlPlane) startAPIServer(o Options, ca *authority, etcdURL, port s
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
+		"--kubelet-client-certificate="+kubeletCert,
+		"--kubelet-client-key="+kubeletKey,
+		"--kubelet-preferred-address-types=InternalIP",
 	)
 }
 
 // writeKubeconfig writes a kubeconfig for a system:masters client certificate of user.
 func (cp *ControlPlane) writeKubeconfig(ca *authority, host, user, path string) (string, error) {
-	certPEM, keyPEM, err := ca.issue(user, "system:masters", nil)
+	certPEM, keyPEM, err := ca.issue(user, []string{"system:masters"}, nil)
 	if err != nil {
 		return "", err
 	}

@@ -27,6 +27,8 @@ type Config struct {
 	Capacity corev1.ResourceList
 	// Version is reported as the kubelet version.
 	Version string
+	// KubeletPort is the port of the kubelet API (status.daemonEndpoints); 0 publishes none.
+	KubeletPort int32
 	// LeaseDuration is the Lease's duration; it is renewed every quarter of it, and the Ready
 	// condition refreshed at the same pace.
 	LeaseDuration time.Duration
@@ -124,6 +126,7 @@ func (h *Heartbeat) updateStatus(ctx context.Context, node *corev1.Node) error {
 		{Type: corev1.NodeHostName, Address: h.cfg.Name},
 	}
 	node.Status.NodeInfo.KubeletVersion = h.cfg.Version
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = h.cfg.KubeletPort
 	node.Status.NodeInfo.OperatingSystem = "linux"
 	node.Status.NodeInfo.Architecture = "amd64"
 	node.Status.NodeInfo.ContainerRuntimeVersion = "coxswain-node-agent://" + h.cfg.Version

@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 
+	"coxswain.dev/coxswain/hack/nodeagent/internal/containerlog"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
 )
 
@@ -34,6 +35,7 @@ type container struct {
 	state    corev1.ContainerState
 	last     corev1.ContainerState
 	restarts int32
+	logging  int32 // the run whose log is open, -1 when none
 	ready    bool
 	started  bool // the startup probe passed, or there is none
 	id       string
@@ -48,10 +50,11 @@ type container struct {
 func newContainer(w *worker, spec *corev1.Container, init bool) *container {
 	return &container{
 		w: w, spec: spec, init: init,
-		log:    w.log.WithValues("container", spec.Name),
-		state:  corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
-		stopCh: make(chan struct{}),
-		done:   make(chan struct{}),
+		log:     w.log.WithValues("container", spec.Name),
+		logging: -1,
+		state:   corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
+		stopCh:  make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 }
 
@@ -150,7 +153,7 @@ func (c *container) runOnce(ctx context.Context) (int, error) {
 		c.log.Info("Container not created", "error", err.Error())
 		return 0, err
 	}
-	defer logFile.Close() //nolint:errcheck // the log is best effort
+	defer c.closeLog(logFile)
 	if err := cmd.Start(); err != nil {
 		return 0, withReason("StartError", err)
 	}
@@ -185,7 +188,7 @@ func (c *container) runOnce(ctx context.Context) (int, error) {
 
 // command builds the container init command: binary installed in the pod's root, environment
 // resolved, volumes to mount. The environment is resolved at every start, as the kubelet does.
-func (c *container) command(ctx context.Context) (*exec.Cmd, func() error, io.WriteCloser, error) {
+func (c *container) command(ctx context.Context) (*exec.Cmd, func() error, *containerlog.File, error) {
 	w := c.w
 	pod, _ := w.latest()
 	bin, err := w.c.cfg.Images.Resolve(c.spec.Image)
@@ -215,19 +218,23 @@ func (c *container) command(ctx context.Context) (*exec.Cmd, func() error, io.Wr
 	if err != nil {
 		return nil, nil, nil, withReason("CreateContainerError", err)
 	}
-	cmd, send, err := sandbox.Command(w.c.cfg.Self, spec, logFile)
+	cmd, send, err := sandbox.Command(w.c.cfg.Self, spec, logFile.Writer(containerlog.Stdout), logFile.Writer(containerlog.Stderr))
 	if err != nil {
-		return nil, nil, nil, errors.Join(withReason("CreateContainerError", err), logFile.Close())
+		c.closeLog(logFile)
+		return nil, nil, nil, withReason("CreateContainerError", err)
 	}
+	// The output goes through pipes the Cmd copies from; a process that left children
+	// holding them must not keep Wait from returning.
+	cmd.WaitDelay = time.Second
 	c.mu.Lock()
 	c.image = bin
 	c.mu.Unlock()
 	return cmd, send, logFile, nil
 }
 
-// openLog opens the log of this run of the container: logs/<container>/<restart>.log under
-// the pod's directory. Serving it through pods/log is a later milestone.
-func (c *container) openLog() (*os.File, error) {
+// openLog opens the log of this run of the container, logs/<container>/<restart>.log under
+// the pod's directory, in the CRI format, and marks it as written until the run ends.
+func (c *container) openLog() (*containerlog.File, error) {
 	dir := filepath.Join(c.w.dir, "logs", c.spec.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
@@ -235,11 +242,26 @@ func (c *container) openLog() (*os.File, error) {
 	c.mu.Lock()
 	n := c.restarts
 	c.mu.Unlock()
-	f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%d.log", n)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) //nolint:gosec // the agent's own directory
+	f, err := containerlog.Create(logPath(dir, n))
 	if err != nil {
-		return nil, fmt.Errorf("open container log: %w", err)
+		return nil, err
 	}
+	c.mu.Lock()
+	c.logging = n
+	c.mu.Unlock()
 	return f, nil
+}
+
+func logPath(dir string, run int32) string { return filepath.Join(dir, fmt.Sprintf("%d.log", run)) }
+
+// closeLog closes the run's log once the process and its output are done.
+func (c *container) closeLog(f *containerlog.File) {
+	if err := f.Close(); err != nil {
+		c.log.Error(err, "Writing the container log failed")
+	}
+	c.mu.Lock()
+	c.logging = -1
+	c.mu.Unlock()
 }
 
 func (c *container) running(pid int, exitCh chan struct{}) {
@@ -402,7 +424,7 @@ func (c *container) checkExec(ctx context.Context, command []string) error {
 	w.mu.Unlock()
 	spec := &sandbox.Spec{NetNS: netns, Root: root, Hostname: pod.Name, WorkDir: c.spec.WorkingDir, Mounts: w.mounts(pod, c.spec), Argv: argv, Env: env}
 	var out limitedBuffer
-	cmd, send, err := sandbox.Command(w.c.cfg.Self, spec, &out)
+	cmd, send, err := sandbox.Command(w.c.cfg.Self, spec, &out, &out)
 	if err != nil {
 		return fmt.Errorf("exec probe: %w", err)
 	}

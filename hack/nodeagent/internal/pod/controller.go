@@ -40,6 +40,9 @@ type Config struct {
 	APIServer string
 	// VolumeRefresh is how often Secret, ConfigMap and downward API volumes are rewritten.
 	VolumeRefresh time.Duration
+	// Nameserver is the cluster DNS address written to the /etc/resolv.conf of pods of policy
+	// ClusterFirst; empty writes none. ClusterDomain is the cluster's DNS domain.
+	Nameserver, ClusterDomain string
 }
 
 // Controller watches the pods, binds the unscheduled ones and runs a worker per pod of the node.
@@ -65,6 +68,9 @@ func New(client kubernetes.Interface, cfg Config, log logr.Logger) *Controller {
 	}
 	if cfg.VolumeRefresh == 0 {
 		cfg.VolumeRefresh = time.Minute
+	}
+	if cfg.ClusterDomain == "" {
+		cfg.ClusterDomain = "cluster.local"
 	}
 	return &Controller{
 		client: client, cfg: cfg, log: log.WithName("pods"),

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"coxswain.dev/coxswain/hack/nodeagent/internal/dns"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/volume"
 )
@@ -192,10 +193,15 @@ func (w *worker) startSandbox(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	// /etc/hosts names the pod; resolv.conf comes with cluster DNS, a later milestone.
+	// /etc/hosts names the pod; /etc/resolv.conf points at the cluster DNS.
 	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost\n%s\t%s\n", sb.IP, pod.Name)
 	if err := os.WriteFile(filepath.Join(root, "etc", "hosts"), []byte(hosts), 0o644); err != nil { //nolint:gosec // /etc/hosts is world-readable
 		return errors.Join(fmt.Errorf("write /etc/hosts: %w", err), sb.Stop())
+	}
+	if conf, ok := dns.ResolvConf(pod, w.c.cfg.Nameserver, w.c.cfg.ClusterDomain); ok {
+		if err := os.WriteFile(filepath.Join(root, "etc", "resolv.conf"), []byte(conf), 0o644); err != nil { //nolint:gosec // /etc/resolv.conf is world-readable
+			return errors.Join(fmt.Errorf("write /etc/resolv.conf: %w", err), sb.Stop())
+		}
 	}
 	w.mu.Lock()
 	w.sb = sb

@@ -75,10 +75,10 @@ func touch(path string) error {
 }
 
 // Command returns the container init command for spec (self is the agent's binary) and the
-// function that sends spec once it started. Output goes to out. The init runs in new mount
+// function that sends spec once it started. Output goes to stdout and stderr. The init runs in new mount
 // and UTS namespaces; spec travels through a pipe, not the environment or the command line,
 // because it carries the container's environment, secrets included.
-func Command(self string, spec *Spec, out io.Writer) (*exec.Cmd, func() error, error) {
+func Command(self string, spec *Spec, stdout, stderr io.Writer) (*exec.Cmd, func() error, error) {
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode container spec: %w", err)
@@ -88,7 +88,7 @@ func Command(self string, spec *Spec, out io.Writer) (*exec.Cmd, func() error, e
 		return nil, nil, fmt.Errorf("container spec pipe: %w", err)
 	}
 	cmd := exec.Command(self, VerbContainer) //nolint:gosec,noctx // the agent's own binary; the pod worker signals it
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{r}
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{

@@ -27,6 +27,9 @@ type Network struct {
 	bridge  string
 	prefix  netip.Prefix
 	gateway netip.Addr
+	// routed are the ranges served in the node's namespace (services, load balancers): local
+	// there, and routed from each pod through the bridge.
+	routed []netip.Prefix
 
 	mu   sync.Mutex
 	used map[netip.Addr]bool
@@ -34,10 +37,19 @@ type Network struct {
 }
 
 // SetUpNetwork checks that no route leads out of the current network namespace, then creates
-// bridge with the first address of prefix on it, replacing one of that name.
-func SetUpNetwork(ctx context.Context, bridge string, prefix netip.Prefix) (*Network, error) {
+// bridge with the first address of prefix on it, replacing one of that name. Every address of
+// the routed ranges becomes local to the namespace (a local route on lo, so that the service
+// proxy may bind any of them), and pods get a route to each through the bridge.
+func SetUpNetwork(ctx context.Context, bridge string, prefix netip.Prefix, routed ...netip.Prefix) (*Network, error) {
 	if !prefix.Addr().Is4() || prefix.Bits() > 30 {
 		return nil, fmt.Errorf("set up network: %s is not an IPv4 prefix with room for pods", prefix)
+	}
+	var local []netip.Prefix
+	for _, r := range routed {
+		if !r.Addr().Is4() || r.Overlaps(prefix) {
+			return nil, fmt.Errorf("set up network: %s is not an IPv4 range apart from the pods' %s", r, prefix)
+		}
+		local = append(local, r.Masked())
 	}
 	if err := noRouteOut(ctx); err != nil {
 		return nil, err
@@ -47,7 +59,7 @@ func SetUpNetwork(ctx context.Context, bridge string, prefix netip.Prefix) (*Net
 	}
 	prefix = prefix.Masked()
 	gw := prefix.Addr().Next()
-	n := &Network{bridge: bridge, prefix: prefix, gateway: gw, used: map[netip.Addr]bool{}, next: gw.Next()}
+	n := &Network{bridge: bridge, prefix: prefix, gateway: gw, routed: local, used: map[netip.Addr]bool{}, next: gw.Next()}
 	gwCIDR := netip.PrefixFrom(gw, prefix.Bits()).String()
 	// A bridge left by an earlier run of the agent in this namespace goes: its pods died with it.
 	_ = ip(ctx, "link", "del", bridge)
@@ -58,6 +70,11 @@ func SetUpNetwork(ctx context.Context, bridge string, prefix netip.Prefix) (*Net
 		{"link", "set", bridge, "up"},
 	} {
 		if err := ip(ctx, args...); err != nil {
+			return nil, fmt.Errorf("set up network: %w", err)
+		}
+	}
+	for _, r := range local {
+		if err := ip(ctx, "route", "replace", "local", r.String(), "dev", "lo"); err != nil {
 			return nil, fmt.Errorf("set up network: %w", err)
 		}
 	}
@@ -117,6 +134,11 @@ func (n *Network) attach(ctx context.Context, pid int, hostIf string, addr netip
 		{"link", "set", "eth0", "up"},
 	} {
 		if err := nsenterIP(ctx, p, args...); err != nil {
+			return err
+		}
+	}
+	for _, r := range n.routed {
+		if err := nsenterIP(ctx, p, "route", "add", r.String(), "via", n.gateway.String(), "dev", "eth0"); err != nil {
 			return err
 		}
 	}

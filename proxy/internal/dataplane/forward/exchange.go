@@ -188,7 +188,11 @@ func (x *exchange) redirect(rd *router.Redirect) int {
 		b.WriteByte('?')
 		b.WriteString(q)
 	}
-	x.w.Header().Set("Location", b.String())
+	hdr := x.w.Header()
+	hdr.Set("Location", b.String())
+	if c := x.route.CORS; c != nil {
+		x.corsResponse(hdr, c)
+	}
 	return x.failKeep(rd.StatusCode)
 }
 

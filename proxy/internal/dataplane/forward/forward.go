@@ -72,15 +72,18 @@ func (h *Handler) forward(x *exchange) int {
 	if err := h.mirror(x, out, body); err != nil {
 		return x.bodyFailed(err)
 	}
+	if b.Filters != nil {
+		backendRequestHeaders(out.Header, b.Filters, upgrade) // after the mirrors copied the request
+	}
 	resp, err := cl.Transport(ep).RoundTrip(out)
 	if err != nil {
 		return h.upstreamFailed(ctx, x, cl, body, err)
 	}
 	if upgrade && resp.StatusCode == http.StatusSwitchingProtocols {
-		return h.tunnel(x, resp) // the tunnel owns the connection now
+		return h.tunnel(x, b, resp) // the tunnel owns the connection now
 	}
 	defer func() { _ = resp.Body.Close() }()
-	return x.relay(resp, cancel)
+	return x.relay(resp, b, cancel)
 }
 
 // deadline is the earlier of the route's request and backend deadlines, zero when the route
@@ -149,6 +152,20 @@ func (x *exchange) outbound(ctx context.Context, ep *upstream.Endpoint, body *re
 		}
 	}
 	return out.WithContext(ctx)
+}
+
+// backendRequestHeaders applies the chosen backend's request header modifiers, after the
+// route's, leaving the fields the proxy sets itself as the route's modifiers leave them.
+func backendRequestHeaders(hdr http.Header, f *router.BackendFilters, upgrade bool) {
+	xff, xfp := hdr[headerXForwardedFor], hdr[headerXForwardedProto]
+	conn, up := hdr[headerConnection], hdr[headerUpgrade]
+	for _, m := range f.RequestHeaders {
+		modifyHeaders(hdr, m)
+	}
+	hdr[headerXForwardedFor], hdr[headerXForwardedProto] = xff, xfp
+	if upgrade {
+		hdr[headerConnection], hdr[headerUpgrade] = conn, up
+	}
 }
 
 func httpHasTrailersTE(h http.Header) bool {

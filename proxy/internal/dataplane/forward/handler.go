@@ -172,6 +172,8 @@ func (h *Handler) answer(x *exchange) int {
 		return x.refuse(http.StatusMisdirectedRequest, reasonMisdirected)
 	case r == nil:
 		return x.fail(http.StatusNotFound)
+	case r.CORS != nil && isPreflight(x.r):
+		return x.preflight(r.CORS)
 	case r.Redirect != nil:
 		return x.redirect(r.Redirect)
 	case r.DirectStatus != 0:

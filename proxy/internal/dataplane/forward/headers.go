@@ -91,7 +91,20 @@ func managed(r *router.Route, name string) bool {
 	if hopByHop[name] || name == headerXForwardedFor || name == headerXForwardedProto || !httpguts.ValidTrailerHeader(name) {
 		return true
 	}
-	for _, m := range r.RequestHeaders {
+	if modifies(r.RequestHeaders, name) {
+		return true
+	}
+	for i := range r.Backends {
+		if f := r.Backends[i].Filters; f != nil && modifies(f.RequestHeaders, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// modifies says whether one of the modifiers sets, adds or removes the field name.
+func modifies(mods []*router.HeaderModifier, name string) bool {
+	for _, m := range mods {
 		for _, hd := range m.Set {
 			if strings.EqualFold(hd.Name, name) {
 				return true

@@ -8,6 +8,8 @@ import (
 	"net/textproto"
 	"strings"
 	"time"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
 // errBackendIdle ends an exchange whose backend sent nothing for BackendIdleTimeout.
@@ -30,8 +32,8 @@ func (x *exchange) informational(code int, header textproto.MIMEHeader) error {
 }
 
 // relay answers with the backend's response: its end-to-end headers after the route's
-// filters, its status, its body streamed in bounded chunks, and its trailers.
-func (x *exchange) relay(resp *http.Response, cancel context.CancelCauseFunc) int {
+// filters, then backend b's, then the route's CORS headers, its status, its body streamed in bounded chunks, and its trailers.
+func (x *exchange) relay(resp *http.Response, b *router.Backend, cancel context.CancelCauseFunc) int {
 	hdr := x.w.Header()
 	copyEndToEnd(hdr, resp.Header)
 	if cl, ok := resp.Header["Content-Length"]; ok && len(resp.Trailer) == 0 {
@@ -42,6 +44,14 @@ func (x *exchange) relay(resp *http.Response, cancel context.CancelCauseFunc) in
 	}
 	for _, m := range x.route.ResponseHeaders {
 		modifyHeaders(hdr, m)
+	}
+	if b.Filters != nil {
+		for _, m := range b.Filters.ResponseHeaders {
+			modifyHeaders(hdr, m)
+		}
+	}
+	if c := x.route.CORS; c != nil {
+		x.corsResponse(hdr, c)
 	}
 	var announced map[string]bool
 	if len(resp.Trailer) > 0 {

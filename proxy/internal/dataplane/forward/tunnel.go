@@ -15,7 +15,7 @@ import (
 // 101: the 101 goes to the client, and from then on bytes flow both ways untouched until either
 // side closes, neither sends anything for TunnelIdleTimeout, the tunnel's route or port leaves
 // the routing table, or the data plane shuts down. The status recorded is 101.
-func (h *Handler) tunnel(x *exchange, resp *http.Response) int {
+func (h *Handler) tunnel(x *exchange, b *router.Backend, resp *http.Response) int {
 	up, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok {
 		return x.refuse(http.StatusBadGateway, reasonUpstreamError)
@@ -35,6 +35,11 @@ func (h *Handler) tunnel(x *exchange, resp *http.Response) int {
 	copyEndToEnd(hdr, resp.Header)
 	for _, m := range x.route.ResponseHeaders {
 		modifyHeaders(hdr, m)
+	}
+	if b.Filters != nil {
+		for _, m := range b.Filters.ResponseHeaders {
+			modifyHeaders(hdr, m)
+		}
 	}
 	hdr[headerConnection] = []string{"Upgrade"}
 	hdr[headerUpgrade] = resp.Header[headerUpgrade]

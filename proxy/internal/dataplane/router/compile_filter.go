@@ -31,6 +31,13 @@ func (c *compiler) compileFilter(r *Route, f *discoveryv1.Filter) error {
 		return r.compileRewrite(k.Rewrite)
 	case *discoveryv1.Filter_Mirror:
 		return c.compileMirror(r, k.Mirror)
+	case *discoveryv1.Filter_Cors:
+		if r.CORS != nil {
+			return fmt.Errorf("%w: more than one CORS filter", ErrInvalid)
+		}
+		cors, err := compileCORS(k.Cors)
+		r.CORS = cors
+		return err
 	}
 	return fmt.Errorf("%w: filter without a kind", ErrInvalid)
 }

@@ -110,6 +110,9 @@ func (c *compiler) compileBackends(r *Route, in []*discoveryv1.WeightedBackend) 
 			continue
 		}
 		out := Backend{Weight: b.GetWeight()}
+		if err := out.compileFilters(b.GetFilters()); err != nil {
+			return err
+		}
 		switch cl, ok := c.table.clusterNames[b.GetCluster()]; {
 		case b.GetErrorStatus() != 0:
 			if !validStatus(b.GetErrorStatus()) {
@@ -130,6 +133,33 @@ func (c *compiler) compileBackends(r *Route, in []*discoveryv1.WeightedBackend) 
 		r.totalWeight += uint64(out.Weight)
 		out.cumulative = r.totalWeight
 		r.Backends = append(r.Backends, out)
+	}
+	return nil
+}
+
+// compileFilters compiles a backend's filters: header modifiers only, since every other
+// filter acts before a backend is chosen.
+func (b *Backend) compileFilters(in []*discoveryv1.Filter) error {
+	if len(in) == 0 {
+		return nil
+	}
+	b.Filters = &BackendFilters{}
+	for i, f := range in {
+		var err error
+		var m *HeaderModifier
+		switch k := f.GetKind().(type) {
+		case *discoveryv1.Filter_RequestHeaders:
+			m, err = headerModifier(k.RequestHeaders)
+			b.Filters.RequestHeaders = append(b.Filters.RequestHeaders, m)
+		case *discoveryv1.Filter_ResponseHeaders:
+			m, err = headerModifier(k.ResponseHeaders)
+			b.Filters.ResponseHeaders = append(b.Filters.ResponseHeaders, m)
+		default:
+			err = fmt.Errorf("%w: a backend takes header modifiers only", ErrInvalid)
+		}
+		if err != nil {
+			return fmt.Errorf("backend filter %d: %w", i, err)
+		}
 	}
 	return nil
 }

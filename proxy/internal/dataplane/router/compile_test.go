@@ -61,6 +61,27 @@ func TestCompileRefuses(t *testing.T) {
 			}}}}
 		})}},
 		{"a filter without a kind", []proto.Message{routeWith(func(r *discoveryv1.Route) { r.Filters = []*discoveryv1.Filter{{}} })}},
+		{"a backend with a filter other than a header modifier", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Backends[0].Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_Rewrite{Rewrite: &discoveryv1.Rewrite{Hostname: "a.example.com"}}}}
+		})}},
+		{"a backend header value that splits headers", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Backends[0].Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_ResponseHeaders{ResponseHeaders: &discoveryv1.HeaderModifier{
+				Add: []*discoveryv1.Header{{Name: "X", Value: "a\nInjected: 1"}},
+			}}}}
+		})}},
+		{"a CORS origin that is not an origin", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_Cors{Cors: &discoveryv1.Cors{AllowOrigins: []string{"ftp://a.example.com"}}}}}
+		})}},
+		{"a CORS origin with a wildcard inside its host", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_Cors{Cors: &discoveryv1.Cors{AllowOrigins: []string{"https://a.*.example.com"}}}}}
+		})}},
+		{"a CORS header name that is not a token", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_Cors{Cors: &discoveryv1.Cors{AllowHeaders: []string{"x\r\ny"}}}}}
+		})}},
+		{"two CORS filters", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			cors := &discoveryv1.Filter{Kind: &discoveryv1.Filter_Cors{Cors: &discoveryv1.Cors{AllowOrigins: []string{"*"}}}}
+			r.Filters = []*discoveryv1.Filter{cors, cors}
+		})}},
 		{"a negative timeout", []proto.Message{routeWith(func(r *discoveryv1.Route) {
 			r.Timeouts = &discoveryv1.Timeouts{Request: durationpb.New(-time.Second)}
 		})}},

@@ -18,7 +18,15 @@ func FuzzCompile(f *testing.F) {
 		&discoveryv1.VirtualHost{Name: "https", Hostname: "*.example.com", Certificates: []string{"ns/cert"}, Routes: []*discoveryv1.Route{
 			{Name: "r", Match: withHeader(snaptest.Regex("/a.*"), regex, "x", "y+"), Backends: []*discoveryv1.WeightedBackend{{Cluster: "ns/app:80", Weight: 2}}},
 		}})
+	filtered := snaptest.Route("ns/filtered/0/0", "", snaptest.Prefix("/f"), "ns/app:80")
+	filtered.Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_Cors{Cors: &discoveryv1.Cors{
+		AllowOrigins: []string{"https://*.example.com"}, AllowMethods: []string{"GET"}, AllowHeaders: []string{"*"}, AllowCredentials: true,
+	}}}}
+	filtered.Backends[0].Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_RequestHeaders{RequestHeaders: &discoveryv1.HeaderModifier{
+		Set: []*discoveryv1.Header{{Name: "Backend", Value: "app"}},
+	}}}}
 	seeds := [][]proto.Message{
+		{snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", filtered)), snaptest.Cluster(f, "ns/app:80", "10.0.0.1:80")},
 		{snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", snaptest.ScaleRoutes(20, "ns/app:80")...)), snaptest.Cluster(f, "ns/app:80", "10.0.0.1:80")},
 		{https, cert},
 	}

@@ -33,6 +33,9 @@ type Route struct {
 	Rewrite         *Rewrite
 	Mirrors         []*Mirror
 	ResponseHeaders []*HeaderModifier
+	// CORS, when set, answers preflight requests and adds the CORS headers to the answers of
+	// allowed origins.
+	CORS *CORS
 	// Redirect, when set, answers the request; nothing is forwarded.
 	Redirect *Redirect
 	// DirectStatus, when non-zero, answers the request with that status.
@@ -59,11 +62,20 @@ type valueMatch struct {
 }
 
 // Backend is one weighted destination. Exactly one of Cluster and ErrorStatus is set.
+// Filters, nil for most backends, apply only to the requests this backend gets, after the
+// route's.
 type Backend struct {
 	Cluster     *ClusterRef
 	Weight      uint32
 	ErrorStatus int
+	Filters     *BackendFilters
 	cumulative  uint64
+}
+
+// BackendFilters are the header modifiers of one backend, applied in order.
+type BackendFilters struct {
+	RequestHeaders  []*HeaderModifier
+	ResponseHeaders []*HeaderModifier
 }
 
 // HeaderModifier sets (replaces), adds (appends) and removes headers, in that order.
