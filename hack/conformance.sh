@@ -65,10 +65,11 @@ for mode in "${modes[@]}"; do
 	if [[ -n "${CONFORMANCE_VERBOSE:-}" ]]; then
 		hack/cluster.sh run --images test/conformance/images.txt -- "${out}/conformance.test" "${args[@]}" 2>&1 | tee "${log}"
 	else
-		# The console shows the cluster's progress, each test's result and the summary; the log
-		# holds everything.
+		# The console shows the cluster's progress, the harness's own lines, each failed
+		# assertion, each test's result and the summary; the log holds everything.
 		hack/cluster.sh run --images test/conformance/images.txt -- "${out}/conformance.test" "${args[@]}" 2>&1 |
-			tee "${log}" | grep --line-buffered -E '^ {4}--- (PASS|FAIL)|^--- FAIL|^conformance |^cluster: |^(PASS|FAIL)$'
+			tee "${log}" |
+			grep --line-buffered -E '^ {4}--- (PASS|FAIL)|^--- FAIL|^conformance |^cluster: |^(PASS|FAIL)$|^ +conformance_test\.go:|^\s+Error:'
 	fi
 	status=${PIPESTATUS[0]}
 	set -e
@@ -83,7 +84,12 @@ for mode in "${modes[@]}"; do
 	fi
 	[[ ${status} -eq 0 ]] || failed=1
 	summaries+=("conformance ${mode}: report ${report} (${elapsed}s, exit status ${status})")
-	while IFS= read -r line; do summaries+=("${line}"); done < <(grep "^conformance ${mode} " "${log}")
+	lines=0
+	while IFS= read -r line; do
+		summaries+=("${line}")
+		lines=$((lines + 1))
+	done < <(grep "^conformance ${mode} " "${log}")
+	[[ ${lines} -gt 0 ]] || summaries+=("conformance ${mode}: no test ran; the reason is in ${log}")
 done
 
 echo
