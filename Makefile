@@ -104,8 +104,12 @@ build: ## Build the operator and the proxy into bin/.
 	cd discovery && go build ./...
 
 .PHONY: run
-run: k8s-assets manifests ## Run the operator: against the configured cluster, or a local control plane when there is none.
+run: k8s-assets manifests kustomize ## Run the operator against the configured cluster; with none, start the local cluster with Coxswain, sample Gateways and a backend (Ctrl-C stops it).
 	go run ./hack/localcluster -- go run . $(ARGS)
+
+.PHONY: cluster
+cluster: k8s-assets manifests kustomize ## Start the local cluster (hack/cluster.sh run) with Coxswain deployed from config/default; Ctrl-C stops it. `hack/cluster.sh exec -- CMD` runs CMD inside.
+	hack/cluster.sh run
 
 ##@ Deployment
 

@@ -31,8 +31,12 @@ type Options struct {
 	AdvertiseAddress string
 	// BindAddress is where the API server listens; 127.0.0.1 when empty.
 	BindAddress string
+	// SecurePort is the API server's port; a free port when zero.
+	SecurePort int
 	// Output receives the servers' logs; nil discards them.
 	Output io.Writer
+	// LogDir, when set, receives each server's log in <name>.log instead of Output.
+	LogDir string
 }
 
 // controllers are what a cluster of Deployments on a process-based node needs; EndpointSlices
@@ -91,6 +95,9 @@ func (cp *ControlPlane) start(ctx context.Context, o Options) error {
 	etcdURL := "http://127.0.0.1:" + ports[0]
 	if err := cp.startEtcd(o, etcdURL, "http://127.0.0.1:"+ports[1]); err != nil {
 		return err
+	}
+	if o.SecurePort != 0 {
+		ports[2] = strconv.Itoa(o.SecurePort)
 	}
 	host := "https://127.0.0.1:" + ports[2]
 	if err := cp.startAPIServer(o, ca, etcdURL, ports[2]); err != nil {
@@ -250,13 +257,28 @@ func (cp *ControlPlane) run(o Options, name string, args ...string) error {
 	if o.Output != nil {
 		cmd.Stdout, cmd.Stderr = o.Output, o.Output
 	}
+	var logFile *os.File
+	if o.LogDir != "" {
+		f, err := os.Create(filepath.Join(o.LogDir, name+".log")) //nolint:gosec // a log file in the caller's directory
+		if err != nil {
+			return fmt.Errorf("log of %s: %w", name, err)
+		}
+		logFile = f
+		cmd.Stdout, cmd.Stderr = f, f
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		if logFile != nil {
+			_ = logFile.Close()
+		}
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait() // it ends by stop's signal: its status says nothing
+		if logFile != nil {
+			_ = logFile.Close()
+		}
 		close(p.done)
 	}()
 	cp.procs = append(cp.procs, p)

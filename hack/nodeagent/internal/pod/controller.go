@@ -20,6 +20,7 @@ import (
 
 	"coxswain.dev/coxswain/hack/nodeagent/internal/image"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/volume"
 )
 
 // Config is what the pod workers share.
@@ -84,6 +85,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.ctx = ctx
 	// Pod directories of an earlier run are stale: their processes ended with it, and its pods
 	// start again from scratch.
+	if err := volume.Unmount(filepath.Join(c.cfg.StateDir, "pods")); err != nil {
+		return fmt.Errorf("unmount stale pod volumes: %w", err)
+	}
 	if err := os.RemoveAll(filepath.Join(c.cfg.StateDir, "pods")); err != nil {
 		return fmt.Errorf("remove stale pod directories: %w", err)
 	}

@@ -272,6 +272,9 @@ func (w *worker) stopAll(grace time.Duration) {
 	if sb != nil {
 		_ = sb.Stop() // ending the pause process cannot fail in a way worth reporting
 	}
+	if err := volume.Unmount(w.dir); err != nil {
+		w.log.Error(err, "Unmounting the pod's memory-backed volumes failed")
+	}
 	if err := os.RemoveAll(w.dir); err != nil {
 		w.log.Error(err, "Removing the pod directory failed")
 	}

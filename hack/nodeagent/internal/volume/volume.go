@@ -65,8 +65,9 @@ func (s *Set) Sync(ctx context.Context, pod *corev1.Pod) error {
 func (s *Set) sync(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) error {
 	dir := s.Path(v.Name)
 	switch {
+	case v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory:
+		return mountMemory(dir, v.EmptyDir.SizeLimit)
 	case v.EmptyDir != nil:
-		// Memory-backed emptyDirs are plain directories too: no tmpfs without a mount of our own.
 		return os.MkdirAll(dir, 0o777) //nolint:gosec // an emptyDir is world-writable, as the kubelet makes it
 	case v.Secret != nil:
 		files, err := s.secretFiles(ctx, pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, mode(v.Secret.DefaultMode))

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# A whole local cluster without Docker or root: etcd, kube-apiserver, kube-controller-manager
+# and the node agent (hack/nodeagent) from the cached binaries, with Coxswain deployed from
+# config/default as `make deploy` would, all inside fresh user, network, PID and mount
+# namespaces whose network has no route out. See docs/local-cluster.md ("Run the cluster").
+#
+#   hack/cluster.sh run [--images FILE] [--wait operator|pool] [--] [CMD ARG...]
+#       Build what the cluster runs (static bin/coxswain, bin/coxswain-proxy, the node agent),
+#       start the cluster, deploy Coxswain and wait until it is ready; then run CMD inside the
+#       cluster's namespaces with KUBECONFIG set and exit with its status after tearing
+#       everything down, or, without CMD, stay up until Ctrl-C.
+#       --images FILE adds `IMAGE PATH` lines to the node's image map (paths relative to FILE's
+#       directory); --wait operator stops waiting once the operator is Available, --wait pool
+#       (the default) waits for the shared proxy pool too.
+#   hack/cluster.sh exec [--] [CMD ARG...]
+#       Run CMD (default: bash) inside the running cluster's namespaces, KUBECONFIG set.
+#
+# State: bin/cluster/ (admin.kubeconfig, cluster.pid, images.txt, logs/ of every component).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+state="${root}/bin/cluster"
+export COXSWAIN_CLUSTER_START="${COXSWAIN_CLUSTER_START:-$(date +%s.%N)}"
+
+usage() {
+	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
+	exit 2
+}
+
+say() {
+	printf 'cluster: [%6.1fs] %s\n' "$(awk -v a="${COXSWAIN_CLUSTER_START}" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" "$*" >&2
+}
+
+# build makes every binary the cluster runs; nothing can be fetched once inside.
+build() {
+	cd "${root}"
+	hack/k8s-assets.sh >/dev/null
+	hack/coredns-assets.sh >/dev/null
+	make -s kustomize >/dev/null
+	kustomize="${root}/bin/kustomize-$(awk '$1 == "KUSTOMIZE_VERSION" { print $3 }' Makefile)"
+	mkdir -p "${state}/bin"
+	export CGO_ENABLED=0
+	go build -o bin/coxswain .
+	(cd proxy && go build -o ../bin/coxswain-proxy .)
+	(cd hack/nodeagent && go build -o "${state}/bin/nodeagent" . &&
+		go build -o "${state}/bin/cluster" ./cmd/cluster &&
+		go build -o "${state}/bin/echo" ./cmd/echo)
+	say "built bin/coxswain, bin/coxswain-proxy, the node agent and the sample echo server (CoreDNS: bin/coredns)"
+}
+
+cmd_run() {
+	local args=() kustomize pid
+	while [[ $# -gt 0 ]]; do
+		case "$1" in
+		--images)
+			[[ $# -ge 2 ]] || usage
+			args+=("--images=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")")
+			shift 2
+			;;
+		--images=*)
+			local f="${1#--images=}"
+			args+=("--images=$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
+			shift
+			;;
+		--wait)
+			[[ $# -ge 2 ]] || usage
+			args+=("--wait=$2")
+			shift 2
+			;;
+		--wait=*)
+			args+=("$1")
+			shift
+			;;
+		--)
+			shift
+			break
+			;;
+		-h | --help) usage ;;
+		-*)
+			echo "hack/cluster.sh run: unknown option $1" >&2
+			usage
+			;;
+		*) break ;;
+		esac
+	done
+	if pid="$(cat "${state}/cluster.pid" 2>/dev/null)" && kill -0 "${pid}" 2>/dev/null; then
+		echo "hack/cluster.sh run: a cluster is already running (pid ${pid}): use hack/cluster.sh exec, or stop it first" >&2
+		exit 1
+	fi
+	build
+	cd "${root}"
+	exec "${state}/bin/cluster" run \
+		--state="${state}" --assets="${root}/bin/k8s" --agent="${state}/bin/nodeagent" --coredns="${root}/bin/coredns" \
+		--kustomize="${kustomize}" --config="${root}/config" \
+		--operator-binary="${root}/bin/coxswain" --proxy-binary="${root}/bin/coxswain-proxy" \
+		--image="coxswain.dev/echo:dev=${state}/bin/echo" \
+		"${args[@]}" -- "$@"
+}
+
+cmd_exec() {
+	[[ "${1:-}" == "--" ]] && shift
+	[[ $# -gt 0 ]] || set -- bash
+	local pid
+	if ! pid="$(cat "${state}/cluster.pid" 2>/dev/null)" || ! kill -0 "${pid}" 2>/dev/null; then
+		echo "hack/cluster.sh exec: no cluster is running (start one with hack/cluster.sh run)" >&2
+		exit 1
+	fi
+	[[ -f "${state}/admin.kubeconfig" ]] || echo "hack/cluster.sh exec: the cluster is still starting: no admin kubeconfig yet" >&2
+	# --preserve-credentials keeps our uid, which the namespace maps to its root; without it
+	# nsenter calls setgroups, which a user namespace made by --map-root-user denies to an
+	# unprivileged user (tried as nobody: "setgroups failed: Operation not permitted").
+	exec nsenter --user --net --mount --pid --target "${pid}" --preserve-credentials --wd="${PWD}" -- \
+		env -u HTTP_PROXY -u HTTPS_PROXY -u ALL_PROXY -u NO_PROXY -u http_proxy -u https_proxy -u all_proxy -u no_proxy \
+		KUBECONFIG="${state}/admin.kubeconfig" PATH="${root}/bin/k8s:${PATH}" "$@"
+}
+
+case "${1:-}" in
+run)
+	shift
+	cmd_run "$@"
+	;;
+exec)
+	shift
+	cmd_exec "$@"
+	;;
+*) usage ;;
+esac

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"coxswain.dev/coxswain/hack/nodeagent/internal/controlplane"
+)
+
+// cluster is what runs inside the namespaces.
+type cluster struct {
+	o          options
+	logs       string
+	kubeconfig string
+	cp         *controlplane.ControlPlane
+	client     kubernetes.Interface
+	agent      *exec.Cmd
+	agentDone  chan struct{} // closed when the agent has exited, with agentErr
+	agentErr   error
+}
+
+// inner runs inside the namespaces unshare made: it starts the cluster, deploys Coxswain, and
+// runs the command or waits for a signal; then it stops everything.
+func inner(o options) (int, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	if err := checkNamespace(ctx); err != nil {
+		return 1, err
+	}
+	c := &cluster{o: o, logs: filepath.Join(o.state, "logs"), kubeconfig: filepath.Join(o.state, "admin.kubeconfig")}
+	err := c.start(ctx)
+	code := 0
+	switch {
+	case err == nil:
+		code, err = c.serve(ctx)
+	case ctx.Err() != nil:
+		progress("interrupted while starting")
+		code, err = 130, nil
+	}
+	progress("stopping")
+	if stopErr := c.stop(); stopErr != nil {
+		err = errors.Join(err, stopErr)
+	}
+	if err == nil {
+		progress("stopped")
+	}
+	return code, err
+}
+
+// checkNamespace refuses to run unless the network namespace holds only a loopback and no
+// route leads out; it brings the loopback up.
+func checkNamespace(ctx context.Context) error {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return fmt.Errorf("list interfaces: %w", err)
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagLoopback == 0 {
+			return fmt.Errorf("interface %s exists: this is not a fresh network namespace, refusing to run", ifc.Name)
+		}
+	}
+	if out, err := exec.CommandContext(ctx, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		return fmt.Errorf("ip link set lo up: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return noRouteOut(ctx)
+}
+
+// noRouteOut fails unless a packet to an outside address has no route: no default route, no
+// route to the documentation range.
+func noRouteOut(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, "ip", "route", "show", "default").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip route show default: %w: %s", err, bytes.TrimSpace(out))
+	}
+	if len(bytes.TrimSpace(out)) > 0 {
+		return fmt.Errorf("the cluster's network namespace has a default route (%s), refusing to run", bytes.TrimSpace(out))
+	}
+	conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "udp", "192.0.2.1:9")
+	if err == nil {
+		_ = conn.Close()
+		return errors.New("the cluster's network namespace has a route out, refusing to run")
+	}
+	if !errors.Is(err, syscall.ENETUNREACH) {
+		return fmt.Errorf("check that no route leads out: %w", err)
+	}
+	return nil
+}
+
+func (c *cluster) start(ctx context.Context) error {
+	dir := filepath.Join(os.TempDir(), "control-plane")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		Assets: c.o.assets, Dir: dir, AdvertiseAddress: nodeAddress, BindAddress: "0.0.0.0",
+		SecurePort: apiPort, LogDir: c.logs,
+	})
+	if err != nil {
+		return fmt.Errorf("start control plane: %w (logs in %s)", err, c.logs)
+	}
+	c.cp = cp
+	if c.client, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(cp.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.kubeconfig, data, 0o600); err != nil {
+		return fmt.Errorf("write admin kubeconfig: %w", err)
+	}
+	progress("control plane ready: etcd, kube-apiserver (https://127.0.0.1:%d, advertised %s:%d), kube-controller-manager", apiPort, nodeAddress, apiPort)
+	if err := c.startAgent(); err != nil {
+		return err
+	}
+	if err := c.waitNode(ctx); err != nil {
+		return err
+	}
+	if err := noRouteOut(ctx); err != nil {
+		return err
+	}
+	useClusterDNS()
+	progress("node %s Ready on bridge %s; no route out", nodeName, nodeAddress)
+	if err := c.apply(ctx, os.Getenv("COXSWAIN_CLUSTER_DEPLOY")); err != nil {
+		return err
+	}
+	progress("applied config/default (CRDs, RBAC, operator, shared proxy pool)")
+	return c.waitCoxswain(ctx)
+}
+
+func (c *cluster) startAgent() error {
+	log, err := os.Create(filepath.Join(c.logs, "nodeagent.log"))
+	if err != nil {
+		return err
+	}
+	c.agent = exec.Command(c.o.agent, //nolint:gosec,noctx // our agent; stopped by SIGTERM in stop
+		"--kubeconfig="+c.kubeconfig, "--node-name="+nodeName,
+		"--images="+os.Getenv("COXSWAIN_CLUSTER_IMAGES"),
+		"--state-dir="+filepath.Join(os.TempDir(), "node"),
+		"--kubelet-client-ca="+c.cp.CAFile, "--dns-server="+c.o.coredns)
+	c.agent.Stdout, c.agent.Stderr = log, log
+	// Its own process group: Ctrl-C reaches the command, and the agent stops in order.
+	c.agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.agent.Start(); err != nil {
+		_ = log.Close()
+		return fmt.Errorf("start node agent: %w", err)
+	}
+	c.agentDone = make(chan struct{})
+	go func() {
+		c.agentErr = c.agent.Wait()
+		_ = log.Close()
+		close(c.agentDone)
+	}()
+	return nil
+}
+
+// apply applies the rendered manifests as make deploy does (server-side apply), retrying while
+// the API server settles.
+func (c *cluster) apply(ctx context.Context, manifest string) error {
+	log, err := os.Create(filepath.Join(c.logs, "apply.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close() //nolint:errcheck // a log
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cmd := exec.CommandContext(ctx, filepath.Join(c.o.assets, "kubectl"), "--kubeconfig="+c.kubeconfig,
+			"apply", "--server-side", "-f", manifest)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		_, _ = log.Write(out.Bytes())
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("kubectl apply: %w: %s", err, lastLines(out.String(), 5))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// serve runs the command with the cluster's kubeconfig, or waits for a signal without one.
+func (c *cluster) serve(ctx context.Context) (int, error) {
+	if len(c.o.cmd) == 0 {
+		progress("cluster up; Ctrl-C stops it. From another terminal:\n"+
+			"  hack/cluster.sh exec -- kubectl get pods -A\n"+
+			"  hack/cluster.sh exec -- bash    # a shell inside, KUBECONFIG set\n"+
+			"  logs: %s", c.logs)
+		select {
+		case <-ctx.Done():
+		case <-c.agentDone:
+			return 1, fmt.Errorf("node agent exited: %w (log %s)", c.agentErr, filepath.Join(c.logs, "nodeagent.log"))
+		}
+		return 0, nil
+	}
+	cmd := exec.Command(c.o.cmd[0], c.o.cmd[1:]...) //nolint:gosec,noctx // the user's command; ends on its own or by the terminal's signal
+	cmd.Env = append(commandEnv(os.Environ(), c.o.assets), "KUBECONFIG="+c.kubeconfig)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	progress("running %s", strings.Join(c.o.cmd, " "))
+	if err := cmd.Start(); err != nil {
+		return 127, fmt.Errorf("start %s: %w", c.o.cmd[0], err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		// The terminal's Ctrl-C reached the command too; a signal sent to us alone is passed on.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			err = <-done
+		}
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), nil
+	}
+	return 0, err
+}
+
+// commandEnv is the environment of commands run inside: kubectl and the other control-plane
+// binaries on PATH, without our own variables but the start time (progress lines may use it).
+func commandEnv(env []string, assets string) []string {
+	out := env[:0:0]
+	path := assets
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(name, "COXSWAIN_CLUSTER_") && name != envStart:
+			continue
+		case name == "PATH":
+			path = assets + string(os.PathListSeparator) + value
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "PATH="+path)
+}
+
+// stop stops the agent (which stops its pods) and then the control plane.
+func (c *cluster) stop() error {
+	var errs []error
+	if c.agent != nil {
+		_ = syscall.Kill(-c.agent.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-c.agentDone:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-c.agent.Process.Pid, syscall.SIGKILL)
+			<-c.agentDone
+			errs = append(errs, errors.New("node agent did not stop within 30s of SIGTERM"))
+		}
+	}
+	if c.cp != nil {
+		errs = append(errs, c.cp.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// useClusterDNS points the resolver of this mount namespace (the cluster's, private) at the
+// cluster DNS server, so commands run inside resolve Service names. Nothing answers there
+// until the node serves DNS; a lookup then fails instead of leaving the namespace.
+func useClusterDNS() {
+	path := filepath.Join(os.TempDir(), "resolv.conf")
+	conf := "nameserver " + nodeAddress + "\nsearch svc.cluster.local cluster.local\noptions ndots:5\n"
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil { //nolint:gosec // resolv.conf is world-readable
+		progress("warning: cluster DNS for commands inside: %v", err)
+		return
+	}
+	if err := syscall.Mount(path, "/etc/resolv.conf", "", syscall.MS_BIND, ""); err != nil {
+		progress("warning: bind-mount /etc/resolv.conf: %v", err)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
