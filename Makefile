@@ -12,7 +12,7 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 KUBECTL ?= $(LOCALBIN)/k8s/kubectl
 
-MODULES := . discovery proxy hack/nodeagent
+MODULES := . discovery proxy hack/nodeagent test/conformance
 IMG ?= coxswain.dev/coxswain:dev
 PROXY_IMG ?= coxswain.dev/coxswain-proxy:dev
 GO_TEST_FLAGS ?= -race -count=1
@@ -78,6 +78,10 @@ verify: manifests generate ## Regenerate code, manifests and go.sum; fail on any
 		exit 1; \
 	fi
 	go test -count=1 -run 'Golden' ./internal/graph/ ./internal/encode/ ./internal/provision/
+
+.PHONY: conformance
+conformance: k8s-assets ## Run the Gateway API conformance suite (GATEWAY-HTTP) on the local cluster; report in bin/conformance/ (CONFORMANCE_MODE=dedicated|shared|all, CONFORMANCE_RUN_TEST=<test>).
+	hack/conformance.sh
 
 .PHONY: bench
 bench: ## Benchmark the proxy against nginx and haproxy on loopback (installs what it needs); writes BENCHMARKS.md figures.
