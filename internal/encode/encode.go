@@ -88,6 +88,11 @@ func Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
 // Cluster converts a cluster.
 func Cluster(c *snapshot.Cluster) *discoveryv1.Cluster {
 	out := &discoveryv1.Cluster{Name: c.Name, UpstreamProtocol: upstreamProtocol(c.Protocol), Tls: backendTLS(c.TLS)}
+	if out.Tls != nil && c.ClientCertificate != nil {
+		// This is where the client private key leaves its redacting type.
+		out.Tls.ClientCertificateChainPem = []byte(c.ClientCertificate.CertificateChain)
+		out.Tls.ClientPrivateKeyPem = []byte(c.ClientCertificate.PrivateKey)
+	}
 	for _, ep := range c.Endpoints {
 		out.Endpoints = append(out.Endpoints, &discoveryv1.Endpoint{Address: ep.Address, Port: uint32(ep.Port)}) //nolint:gosec // ports are 1-65535
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -36,10 +37,17 @@ type Gateway struct {
 	// the pool binds its listeners on (see allocateSharedPorts); nil for every other Gateway.
 	SharedPorts map[int32]int32
 	Listeners   []*Listener
+	// BackendClientCertificate is the kubernetes.io/tls Secret of spec.tls.backend
+	// .clientCertificateRef, which the Gateway's proxies present to backends they reach over TLS;
+	// nil when unset or unusable.
+	BackendClientCertificate *corev1.Secret
 	// Conditions are the Gateway-level conditions, final once Build returns.
 	Conditions []metav1.Condition
 	// problem is the Gateway-level reason not to accept it, found before listeners are built.
 	problem *metav1.Condition
+	// resolvedRefs is the ResolvedRefs condition of the Gateway-level references (spec.tls);
+	// nil when the Gateway has none.
+	resolvedRefs *metav1.Condition
 }
 
 // Key returns the Gateway's namespace/name.
@@ -69,6 +77,7 @@ func (b *builder) newGateway(src *gwapiv1.Gateway, class *GatewayClass) *Gateway
 		gw.ProxyName = wellknown.DedicatedProxyName(src.Name, class.Source.Name)
 	}
 	gw.Listeners = b.buildListeners(gw)
+	b.resolveBackendClientCertificate(gw)
 	return gw
 }
 
@@ -128,7 +137,11 @@ func (gw *Gateway) finish() {
 	} else if !gw.anyListener((*Listener).Programmed) {
 		programmed = conditions.NewGatewayNotProgrammedInvalid("No listener is programmed")
 	}
-	gw.Conditions = conditions.Stamp([]metav1.Condition{accepted, programmed}, gw.Source.Generation)
+	conds := []metav1.Condition{accepted, programmed}
+	if gw.resolvedRefs != nil {
+		conds = append(conds, *gw.resolvedRefs)
+	}
+	gw.Conditions = conditions.Stamp(conds, gw.Source.Generation)
 	for _, l := range gw.Listeners {
 		l.finish(gw.Accepted)
 	}

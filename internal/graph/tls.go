@@ -36,6 +36,39 @@ func (b *builder) resolveTLS(gw *Gateway, l *Listener) {
 }
 
 func (b *builder) resolveCertificate(gwNamespace string, ref gwapiv1.SecretObjectReference) (*corev1.Secret, *metav1.Condition) {
+	secret, msg, permitted := b.lookupKeyPair(gwNamespace, ref)
+	switch {
+	case !permitted:
+		return nil, ptr(conditions.NewListenerRefNotPermitted(msg))
+	case msg != "":
+		return nil, ptr(conditions.NewListenerInvalidCertificateRef(msg))
+	}
+	return secret, nil
+}
+
+// resolveBackendClientCertificate resolves spec.tls.backend.clientCertificateRef: the key pair
+// the Gateway's proxies present to TLS backends. A Gateway with the field gets a ResolvedRefs
+// condition; an unusable ref leaves the Gateway accepted, presenting no certificate.
+func (b *builder) resolveBackendClientCertificate(gw *Gateway) {
+	tlsCfg := gw.Source.Spec.TLS
+	if tlsCfg == nil || tlsCfg.Backend == nil || tlsCfg.Backend.ClientCertificateRef == nil {
+		return
+	}
+	secret, msg, permitted := b.lookupKeyPair(gw.Source.Namespace, *tlsCfg.Backend.ClientCertificateRef)
+	switch {
+	case !permitted:
+		gw.resolvedRefs = ptr(conditions.NewGatewayRefNotPermitted("clientCertificateRef: " + msg))
+	case msg != "":
+		gw.resolvedRefs = ptr(conditions.NewGatewayInvalidClientCertificateRef("clientCertificateRef: " + msg))
+	default:
+		gw.resolvedRefs = ptr(conditions.NewGatewayResolvedRefs())
+		gw.BackendClientCertificate = secret
+	}
+}
+
+// lookupKeyPair resolves a Secret reference of a Gateway to a valid kubernetes.io/tls Secret.
+// On failure it returns why, and permitted is false when a ReferenceGrant is missing.
+func (b *builder) lookupKeyPair(gwNamespace string, ref gwapiv1.SecretObjectReference) (secret *corev1.Secret, msg string, permitted bool) {
 	group, kind := "", kindSecret
 	if ref.Group != nil {
 		group = string(*ref.Group)
@@ -48,21 +81,21 @@ func (b *builder) resolveCertificate(gwNamespace string, ref gwapiv1.SecretObjec
 		key.Namespace = string(*ref.Namespace)
 	}
 	if group != "" || kind != kindSecret {
-		return nil, ptr(conditions.NewListenerInvalidCertificateRef(fmt.Sprintf("Certificate ref %s is a %s, not a core Secret", key, groupKind(group, kind))))
+		return nil, fmt.Sprintf("Certificate ref %s is a %s, not a core Secret", key, groupKind(group, kind)), true
 	}
 	from := reference{group: gwapiv1.GroupName, kind: kindGateway, namespace: gwNamespace}
 	to := reference{kind: kindSecret, namespace: key.Namespace, name: key.Name}
 	if !b.grants.allows(from, to) {
-		return nil, ptr(conditions.NewListenerRefNotPermitted(fmt.Sprintf("Secret %s is in another namespace and no ReferenceGrant allows it", key)))
+		return nil, fmt.Sprintf("Secret %s is in another namespace and no ReferenceGrant allows it", key), false
 	}
 	secret, ok := b.cs.Secrets[key]
 	if !ok {
-		return nil, ptr(conditions.NewListenerInvalidCertificateRef(fmt.Sprintf("Secret %s not found", key)))
+		return nil, fmt.Sprintf("Secret %s not found", key), true
 	}
 	if msg := b.checkKeyPair(key, secret); msg != "" {
-		return nil, ptr(conditions.NewListenerInvalidCertificateRef(msg))
+		return nil, msg, true
 	}
-	return secret, nil
+	return secret, "", true
 }
 
 // checkKeyPair validates a TLS Secret once per build and remembers the verdict.

@@ -20,7 +20,7 @@ import (
 // The set is a superset, computed from the cluster state without resolving anything, so it never
 // misses a reference the graph would follow: every backendRef and mirror backendRef of every
 // HTTPRoute, whichever Gateway it names and whether or not that Service exists yet (its
-// creation must resolve the route); every certificateRef of every Gateway listener; every
+// creation must resolve the route); every certificateRef of every Gateway listener and every Gateway's backend clientCertificateRef; every
 // ConfigMap caCertificateRef of every BackendTLSPolicy; and the proxies' own Services (labelled ProxyLabel=ProxyLabelValue, or annotated as a shared pool
 // Gateway's), which give Gateways their addresses and record the shared pool's internal ports.
 type References struct {
@@ -47,6 +47,11 @@ func ReferencesOf(cs *state.ClusterState) References {
 		}
 	}
 	for key, gw := range cs.Gateways {
+		if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil {
+			if ref := gw.Spec.TLS.Backend.ClientCertificateRef; ref != nil {
+				refs.secrets[types.NamespacedName{Namespace: namespaceOr(ref.Namespace, key.Namespace), Name: string(ref.Name)}] = true
+			}
+		}
 		for _, l := range gw.Spec.Listeners {
 			if l.TLS == nil {
 				continue

@@ -71,6 +71,7 @@ func (sb *scopeBuilder) compileAction(rule *graph.Rule, l *graph.Listener) Route
 func (sb *scopeBuilder) useCluster(k graph.ClusterKey) string {
 	name := k.String()
 	sb.clusters[name] = true
+	sb.noteClientCertificate(name)
 	return name
 }
 

@@ -34,12 +34,21 @@ type scopeBuilder struct {
 	snap     *Snapshot
 	secrets  map[string]*corev1.Secret
 	clusters map[string]bool
+	// clientCerts records, per cluster, the backend client certificate of every Gateway whose
+	// routes use it ("" for a Gateway without one); gateway is the one being compiled.
+	clientCerts map[string]map[string]*corev1.Secret
+	gateway     *graph.Gateway
 }
 
 func (c *compiler) scope(s Scope) *scopeBuilder {
 	sb, ok := c.scopes[s]
 	if !ok {
-		sb = &scopeBuilder{snap: &Snapshot{Scope: s}, secrets: map[string]*corev1.Secret{}, clusters: map[string]bool{}}
+		sb = &scopeBuilder{
+			snap:        &Snapshot{Scope: s},
+			secrets:     map[string]*corev1.Secret{},
+			clusters:    map[string]bool{},
+			clientCerts: map[string]map[string]*corev1.Secret{},
+		}
 		c.scopes[s] = sb
 	}
 	return sb
@@ -55,6 +64,8 @@ func ScopeOf(gw *graph.Gateway) Scope {
 
 func (c *compiler) compileGateway(gw *graph.Gateway) {
 	sb := c.scope(ScopeOf(gw))
+	sb.gateway = gw
+	defer func() { sb.gateway = nil }()
 	byPort := map[int32][]*graph.Listener{}
 	for _, l := range gw.Listeners {
 		if l.Programmed() {
@@ -153,11 +164,52 @@ func (sb *scopeBuilder) fillClusters(all []*graph.Cluster) {
 			continue
 		}
 		cl := &Cluster{Name: name, Protocol: upstreamProtocol(gc.AppProtocol, gc.TLS != nil), TLS: gc.TLS}
+		if gc.TLS != nil && !gc.TLS.FailClosed {
+			cl.ClientCertificate = sb.clientCertificate(name)
+		}
 		for _, ep := range gc.Endpoints {
 			cl.Endpoints = append(cl.Endpoints, Endpoint{Address: ep.Address, Port: ep.Port})
 		}
 		sb.snap.Clusters = append(sb.snap.Clusters, cl)
 	}
+}
+
+// noteClientCertificate records that the Gateway being compiled uses a cluster.
+func (sb *scopeBuilder) noteClientCertificate(cluster string) {
+	if sb.gateway == nil {
+		return
+	}
+	certs := sb.clientCerts[cluster]
+	if certs == nil {
+		certs = map[string]*corev1.Secret{}
+		sb.clientCerts[cluster] = certs
+	}
+	if s := sb.gateway.BackendClientCertificate; s != nil {
+		certs[s.Namespace+"/"+s.Name] = s
+	} else {
+		certs[""] = nil
+	}
+}
+
+// clientCertificate returns the key pair to present to a cluster's endpoints: only when every
+// Gateway of the scope that uses the cluster names the same one. A shared pool Gateway never
+// presents another Gateway's certificate, so Gateways that disagree present none.
+func (sb *scopeBuilder) clientCertificate(cluster string) *Secret {
+	certs := sb.clientCerts[cluster]
+	if len(certs) != 1 {
+		return nil
+	}
+	for name, s := range certs {
+		if s == nil {
+			return nil
+		}
+		return &Secret{
+			Name:             name,
+			CertificateChain: string(s.Data[corev1.TLSCertKey]),
+			PrivateKey:       SecretBytes(slices.Clone(s.Data[corev1.TLSPrivateKeyKey])),
+		}
+	}
+	return nil
 }
 
 // appProtocolH2C is the Kubernetes standard appProtocol of HTTP/2 over cleartext with prior

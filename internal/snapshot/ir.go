@@ -95,6 +95,10 @@ type Cluster struct {
 	// TLS, when set, makes the proxy reach the endpoints over TLS only (BackendTLSPolicy). It
 	// holds public material only: a hostname, names and CA certificates.
 	TLS *graph.BackendTLS `json:"tls,omitempty"`
+	// ClientCertificate, set only with a usable TLS, is the key pair the proxy presents to the
+	// endpoints: the backend clientCertificateRef of the Gateways of the scope that use the
+	// cluster, when they all name the same one.
+	ClientCertificate *Secret `json:"clientCertificate,omitempty"`
 }
 
 // UpstreamProtocol is the protocol a cluster's endpoints speak.

@@ -1486,9 +1486,14 @@ type BackendTLS struct {
 	SubjectAltNames []*SubjectAltName `protobuf:"bytes,4,rep,name=subject_alt_names,json=subjectAltNames,proto3" json:"subject_alt_names,omitempty"`
 	// fail_closed says the policy cannot be met (its CA certificates are missing or invalid): the
 	// proxy answers 503 for the cluster and never dials its endpoints.
-	FailClosed    bool `protobuf:"varint,5,opt,name=fail_closed,json=failClosed,proto3" json:"fail_closed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FailClosed bool `protobuf:"varint,5,opt,name=fail_closed,json=failClosed,proto3" json:"fail_closed,omitempty"`
+	// client_certificate_chain_pem and client_private_key_pem, when present, are the key pair the
+	// proxy presents when an endpoint asks for a client certificate: the Gateway's
+	// spec.tls.backend.clientCertificateRef. Sent only to the scope of that Gateway.
+	ClientCertificateChainPem []byte `protobuf:"bytes,6,opt,name=client_certificate_chain_pem,json=clientCertificateChainPem,proto3" json:"client_certificate_chain_pem,omitempty"`
+	ClientPrivateKeyPem       []byte `protobuf:"bytes,7,opt,name=client_private_key_pem,json=clientPrivateKeyPem,proto3" json:"client_private_key_pem,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *BackendTLS) Reset() {
@@ -1554,6 +1559,20 @@ func (x *BackendTLS) GetFailClosed() bool {
 		return x.FailClosed
 	}
 	return false
+}
+
+func (x *BackendTLS) GetClientCertificateChainPem() []byte {
+	if x != nil {
+		return x.ClientCertificateChainPem
+	}
+	return nil
+}
+
+func (x *BackendTLS) GetClientPrivateKeyPem() []byte {
+	if x != nil {
+		return x.ClientPrivateKeyPem
+	}
+	return nil
 }
 
 // SubjectAltName is one name a backend certificate may hold.
@@ -1848,7 +1867,7 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x1f.coxswain.discovery.v1.EndpointR\tendpoints\x12T\n" +
 	"\x11upstream_protocol\x18\x03 \x01(\x0e2'.coxswain.discovery.v1.UpstreamProtocolR\x10upstreamProtocol\x123\n" +
-	"\x03tls\x18\x04 \x01(\v2!.coxswain.discovery.v1.BackendTLSR\x03tls\"\xf4\x01\n" +
+	"\x03tls\x18\x04 \x01(\v2!.coxswain.discovery.v1.BackendTLSR\x03tls\"\xea\x02\n" +
 	"\n" +
 	"BackendTLS\x12\x1f\n" +
 	"\vserver_name\x18\x01 \x01(\tR\n" +
@@ -1857,7 +1876,9 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\fsystem_roots\x18\x03 \x01(\bR\vsystemRoots\x12Q\n" +
 	"\x11subject_alt_names\x18\x04 \x03(\v2%.coxswain.discovery.v1.SubjectAltNameR\x0fsubjectAltNames\x12\x1f\n" +
 	"\vfail_closed\x18\x05 \x01(\bR\n" +
-	"failClosed\"J\n" +
+	"failClosed\x12?\n" +
+	"\x1cclient_certificate_chain_pem\x18\x06 \x01(\fR\x19clientCertificateChainPem\x123\n" +
+	"\x16client_private_key_pem\x18\a \x01(\fR\x13clientPrivateKeyPem\"J\n" +
 	"\x0eSubjectAltName\x12\x1c\n" +
 	"\bhostname\x18\x01 \x01(\tH\x00R\bhostname\x12\x12\n" +
 	"\x03uri\x18\x02 \x01(\tH\x00R\x03uriB\x06\n" +

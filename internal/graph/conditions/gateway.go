@@ -8,6 +8,7 @@ import (
 const (
 	gatewayAccepted   = string(gwapiv1.GatewayConditionAccepted)
 	gatewayProgrammed = string(gwapiv1.GatewayConditionProgrammed)
+	gatewayResolved   = string(gwapiv1.GatewayConditionResolvedRefs)
 )
 
 // NewGatewayAccepted says the Gateway and all its listeners are valid.
@@ -69,4 +70,21 @@ func NewGatewayNotProgrammedAddressNotAssigned(msg string) metav1.Condition {
 // NewGatewayNotProgrammedProxyNotReady says no replica of the Gateway's proxy is ready yet.
 func NewGatewayNotProgrammedProxyNotReady(msg string) metav1.Condition {
 	return falsity(gatewayProgrammed, ReasonProxyNotReady, msg)
+}
+
+// NewGatewayResolvedRefs says every Gateway-level reference (spec.tls) resolved.
+func NewGatewayResolvedRefs() metav1.Condition {
+	return truth(gatewayResolved, string(gwapiv1.GatewayReasonResolvedRefs), "All Gateway-level references are resolved")
+}
+
+// NewGatewayInvalidClientCertificateRef says spec.tls.backend.clientCertificateRef cannot be
+// used: it is not a core Secret, does not exist or holds no valid certificate and key.
+func NewGatewayInvalidClientCertificateRef(msg string) metav1.Condition {
+	return falsity(gatewayResolved, string(gwapiv1.GatewayReasonInvalidClientCertificateRef), msg)
+}
+
+// NewGatewayRefNotPermitted says a Gateway-level reference names another namespace and no
+// ReferenceGrant allows it.
+func NewGatewayRefNotPermitted(msg string) metav1.Condition {
+	return falsity(gatewayResolved, string(gwapiv1.GatewayReasonRefNotPermitted), msg)
 }
