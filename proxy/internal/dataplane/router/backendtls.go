@@ -74,6 +74,9 @@ func backendTLS(in *discoveryv1.BackendTLS, http2 bool) (*BackendTLS, error) {
 	if http2 {
 		cfg.NextProtos = []string{"h2"}
 	}
+	if err := clientCertificate(cfg, in); err != nil {
+		return nil, err
+	}
 	if len(sans) > 0 {
 		// The names to authenticate are the subject alt names, not the server name, so the
 		// standard check (chain and server name) is replaced by verifySANs (chain and names).
@@ -82,6 +85,21 @@ func backendTLS(in *discoveryv1.BackendTLS, http2 bool) (*BackendTLS, error) {
 	}
 	out.Config = cfg
 	return out, nil
+}
+
+// clientCertificate sets the key pair the proxy presents when an endpoint asks for a client
+// certificate (the Gateway's backend clientCertificateRef); without one the proxy presents none.
+func clientCertificate(cfg *tls.Config, in *discoveryv1.BackendTLS) error {
+	chain, key := in.GetClientCertificateChainPem(), in.GetClientPrivateKeyPem()
+	if len(chain) == 0 && len(key) == 0 {
+		return nil
+	}
+	cert, err := tls.X509KeyPair(chain, key)
+	if err != nil {
+		return fmt.Errorf("%w: tls client certificate: %w", ErrInvalid, err)
+	}
+	cfg.Certificates = []tls.Certificate{cert}
+	return nil
 }
 
 // subjectAlt is one accepted name: a DNS name or a URI.

@@ -35,13 +35,15 @@ func TestCompileRefusesBackendTLS(t *testing.T) {
 	t.Parallel()
 	caPEM := snaptestCA(t)
 	for name, cl := range map[string]*discoveryv1.Cluster{
-		"h2c with tls":              withTLS(t, discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2C, &discoveryv1.BackendTLS{ServerName: "a", CaCertificatesPem: caPEM}),
-		"h2 without tls":            withTLS(t, discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2, nil),
-		"no server name":            withTLS(t, 0, &discoveryv1.BackendTLS{CaCertificatesPem: caPEM}),
-		"no roots at all":           withTLS(t, 0, &discoveryv1.BackendTLS{ServerName: "a"}),
-		"roots that are no PEM":     withTLS(t, 0, &discoveryv1.BackendTLS{ServerName: "a", CaCertificatesPem: []byte("junk")}),
-		"system and own roots":      withTLS(t, 0, &discoveryv1.BackendTLS{ServerName: "a", CaCertificatesPem: caPEM, SystemRoots: true}),
-		"an empty subject alt name": withTLS(t, 0, &discoveryv1.BackendTLS{ServerName: "a", SystemRoots: true, SubjectAltNames: []*discoveryv1.SubjectAltName{{}}}),
+		"h2c with tls":                         withTLS(t, discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2C, &discoveryv1.BackendTLS{ServerName: "a", CaCertificatesPem: caPEM}),
+		"h2 without tls":                       withTLS(t, discoveryv1.UpstreamProtocol_UPSTREAM_PROTOCOL_H2, nil),
+		"no server name":                       withTLS(t, 0, &discoveryv1.BackendTLS{CaCertificatesPem: caPEM}),
+		"no roots at all":                      withTLS(t, 0, &discoveryv1.BackendTLS{ServerName: "a"}),
+		"roots that are no PEM":                withTLS(t, 0, &discoveryv1.BackendTLS{ServerName: "a", CaCertificatesPem: []byte("junk")}),
+		"system and own roots":                 withTLS(t, 0, &discoveryv1.BackendTLS{ServerName: "a", CaCertificatesPem: caPEM, SystemRoots: true}),
+		"an empty subject alt name":            withTLS(t, 0, &discoveryv1.BackendTLS{ServerName: "a", SystemRoots: true, SubjectAltNames: []*discoveryv1.SubjectAltName{{}}}),
+		"a client certificate without its key": withTLS(t, 0, &discoveryv1.BackendTLS{ServerName: "a", SystemRoots: true, ClientCertificateChainPem: caPEM}),
+		"a client key without its certificate": withTLS(t, 0, &discoveryv1.BackendTLS{ServerName: "a", SystemRoots: true, ClientPrivateKeyPem: []byte("junk")}),
 	} {
 		if _, err := compileCluster(t, cl); !errors.Is(err, router.ErrInvalid) {
 			t.Errorf("%s: Compile error = %v, want ErrInvalid", name, err)
