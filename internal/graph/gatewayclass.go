@@ -33,6 +33,7 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportBackendTLSPolicy,
 	features.SupportBackendTLSPolicySANValidation,
 	features.SupportGateway,
+	features.SupportGatewayBackendClientCertificate,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayPort8080,
 	features.SupportGatewayHTTPListenerIsolation,
