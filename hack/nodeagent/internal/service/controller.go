@@ -221,6 +221,7 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 	if apierrors.IsNotFound(err) {
 		c.pool.Release(k)
 		c.forgetRefusal(k)
+		c.retryRefused()
 		return c.proxy.Set(k, nil)
 	}
 	if err != nil {
@@ -234,6 +235,7 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 		}
 	} else {
 		c.pool.Release(k)
+		c.retryRefused()
 		errs = append(errs, c.clearAddress(ctx, svc))
 	}
 	objs, err := c.endpoints.ByIndex(byService, k)
@@ -333,6 +335,19 @@ func (c *Controller) refuse(ctx context.Context, k string, svc *corev1.Service, 
 	}
 	if _, err := c.client.CoreV1().Events(svc.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		c.log.Error(err, "Record event", "service", k)
+	}
+}
+
+// retryRefused queues again the Services whose requested address was refused: an address may
+// just have been freed.
+func (c *Controller) retryRefused() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queue == nil {
+		return
+	}
+	for k := range c.refused {
+		c.queue.Add(k)
 	}
 }
 
