@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,8 +96,8 @@ func (b *builder) gatewayProblem(gw *Gateway) *metav1.Condition {
 		gw.Dedicated = true
 		gw.Parameters = types.NamespacedName{Namespace: gw.Source.Namespace, Name: spec.Infrastructure.ParametersRef.Name}
 	}
-	if requestsAddress(spec.Addresses) {
-		return ptr(conditions.NewGatewayUnsupportedAddress("spec.addresses is not supported; addresses are assigned by the proxy Service"))
+	if msg := unsupportedAddress(spec.Addresses); msg != "" {
+		return ptr(conditions.NewGatewayUnsupportedAddress(msg))
 	}
 	if spec.TLS != nil && spec.TLS.Frontend != nil {
 		return ptr(conditions.NewGatewayInvalid("spec.tls.frontend (client certificate validation) is not supported"))
@@ -104,15 +105,42 @@ func (b *builder) gatewayProblem(gw *Gateway) *metav1.Condition {
 	return nil
 }
 
-// requestsAddress reports whether spec.addresses asks for a specific address. An entry with an
-// empty value asks for nothing (GatewayAddressEmpty) and is accepted.
-func requestsAddress(addresses []gwapiv1.GatewaySpecAddress) bool {
+// unsupportedAddress returns why an entry of spec.addresses cannot be requested, or "". Only
+// IPAddress entries (the default type) are: their value is asked of the load balancer through the
+// proxy Service (see RequestedAddresses). An entry with an empty value asks for nothing
+// (GatewayAddressEmpty) and is accepted.
+func unsupportedAddress(addresses []gwapiv1.GatewaySpecAddress) string {
 	for _, a := range addresses {
-		if a.Value != "" {
-			return true
+		if t := addressType(a); t != gwapiv1.IPAddressType {
+			return fmt.Sprintf("spec.addresses: type %q is not supported, only %s", t, gwapiv1.IPAddressType)
+		}
+		if a.Value == "" {
+			continue
+		}
+		if _, err := netip.ParseAddr(a.Value); err != nil {
+			return fmt.Sprintf("spec.addresses: %q is not an IP address", a.Value)
 		}
 	}
-	return false
+	return ""
+}
+
+// RequestedAddresses returns the IP addresses spec.addresses of gw asks for, in order, without
+// the entries of an empty value.
+func RequestedAddresses(gw *gwapiv1.Gateway) []string {
+	var out []string
+	for _, a := range gw.Spec.Addresses {
+		if addressType(a) == gwapiv1.IPAddressType && a.Value != "" {
+			out = append(out, a.Value)
+		}
+	}
+	return out
+}
+
+func addressType(a gwapiv1.GatewaySpecAddress) gwapiv1.AddressType {
+	if a.Type == nil || *a.Type == "" {
+		return gwapiv1.IPAddressType
+	}
+	return *a.Type
 }
 
 func (b *builder) checkGatewayParameters(namespace string, ref *gwapiv1.LocalParametersReference) string {

@@ -12,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/graph"
 )
 
 // Where the proxy's volumes are mounted: the directories of wellknown.TokenPath and
@@ -63,15 +65,32 @@ func DesiredService(m Model) *corev1.Service {
 			Name: portName(p), Protocol: corev1.ProtocolTCP, Port: p, TargetPort: intstr.FromInt32(p),
 		})
 	}
+	typ := m.serviceType()
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: m.objectMeta(),
 		Spec: corev1.ServiceSpec{
-			Type:     m.serviceType(),
-			Selector: m.selector(),
-			Ports:    ports,
+			Type:           typ,
+			Selector:       m.selector(),
+			Ports:          ports,
+			LoadBalancerIP: requestedIP(m.Gateway, typ),
 		},
 	}
+}
+
+// requestedIP is the address a LoadBalancer Service of gw asks its load balancer for: the first
+// of spec.addresses, in spec.loadBalancerIP. That field is deprecated since Kubernetes 1.24 for
+// lack of dual-stack, but every load balancer we know reads it (cloud providers, MetalLB,
+// Cilium, kube-vip, the local cluster's node agent), where the annotations that replace it are
+// each load balancer's own. A Service has one such address: the status writer keeps a Gateway
+// that asks for more not Programmed (AddressNotUsable). Empty for other Service types, which
+// refuse the field.
+func requestedIP(gw *gwapiv1.Gateway, typ corev1.ServiceType) string {
+	want := graph.RequestedAddresses(gw)
+	if typ != corev1.ServiceTypeLoadBalancer || len(want) == 0 {
+		return ""
+	}
+	return want[0]
 }
 
 // DesiredPodDisruptionBudget keeps all but one proxy pod available during voluntary

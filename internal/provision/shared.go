@@ -82,9 +82,10 @@ func DesiredSharedService(m SharedModel) *corev1.Service {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.ServiceSpec{
-			Type:     m.ServiceType,
-			Selector: SharedSelector(),
-			Ports:    ports,
+			Type:           m.ServiceType,
+			Selector:       SharedSelector(),
+			Ports:          ports,
+			LoadBalancerIP: requestedIP(m.Gateway, m.ServiceType),
 		},
 	}
 }

@@ -1,6 +1,10 @@
 package status
 
 import (
+	"fmt"
+	"net/netip"
+	"strings"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +50,9 @@ func address(t gwapiv1.AddressType, value string) gwapiv1.GatewayStatusAddress {
 type Proxy struct {
 	// Addresses are the Gateway's addresses, from its proxy Service.
 	Addresses []gwapiv1.GatewayStatusAddress
+	// Requested are the IP addresses the Gateway's spec.addresses asks for
+	// (graph.RequestedAddresses), which its proxy Service asks of the load balancer.
+	Requested []string
 	// CheckReady says whether Deployment is known to be the Gateway's proxy; when false (the
 	// writer was not told the shared pool's Deployment) readiness is not checked.
 	CheckReady bool
@@ -53,8 +60,11 @@ type Proxy struct {
 }
 
 // Programmed returns want with its Programmed condition made False while the proxy cannot
-// serve yet: AddressNotAssigned until an address exists, ProxyNotReady until at least one proxy
-// replica is ready. A Programmed condition already False is kept: its reason comes first.
+// serve yet: AddressNotAssigned until an address exists (or, for a Gateway that requests one,
+// until the requested address exists), AddressNotUsable when it requests more than the one address
+// a Service holds or the load balancer gave another address than the requested one,
+// ProxyNotReady until at least one proxy replica is ready. A Programmed condition already False
+// is kept: its reason comes first.
 func Programmed(want []metav1.Condition, p Proxy) []metav1.Condition {
 	out := make([]metav1.Condition, len(want))
 	copy(out, want)
@@ -64,6 +74,20 @@ func Programmed(want []metav1.Condition, p Proxy) []metav1.Condition {
 		}
 		var next *metav1.Condition
 		switch {
+		case len(p.Requested) > 1:
+			next = ptr.To(conditions.NewGatewayNotProgrammedAddressNotUsable(fmt.Sprintf(
+				"spec.addresses requests %d addresses (%s); a Gateway gets one load-balancer address: keep one",
+				len(p.Requested), strings.Join(p.Requested, ", "))))
+		case len(p.Requested) == 1 && len(p.Addresses) == 0:
+			next = ptr.To(conditions.NewGatewayNotProgrammedAddressNotAssigned(fmt.Sprintf(
+				"The load balancer has not assigned the requested address %s to the proxy Service: "+
+					"an address outside its pool or held by another Service is never assigned (see the Service's events)",
+				p.Requested[0])))
+		case len(p.Requested) == 1 && !hasAddress(p.Addresses, p.Requested[0]):
+			next = ptr.To(conditions.NewGatewayNotProgrammedAddressNotUsable(fmt.Sprintf(
+				"The proxy Service got %s, not the requested address %s: the load balancer does not honour "+
+					"spec.loadBalancerIP, or the Service is not of type LoadBalancer",
+				p.Addresses[0].Value, p.Requested[0])))
 		case len(p.Addresses) == 0:
 			next = ptr.To(conditions.NewGatewayNotProgrammedAddressNotAssigned("The proxy Service has no address yet"))
 		case p.CheckReady && (p.Deployment == nil || p.Deployment.Status.ReadyReplicas == 0):
@@ -75,4 +99,18 @@ func Programmed(want []metav1.Condition, p Proxy) []metav1.Condition {
 		}
 	}
 	return out
+}
+
+// hasAddress says whether addrs holds the IP address want, compared as addresses.
+func hasAddress(addrs []gwapiv1.GatewayStatusAddress, want string) bool {
+	w, err := netip.ParseAddr(want)
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if got, err := netip.ParseAddr(a.Value); err == nil && got == w {
+			return true
+		}
+	}
+	return false
 }

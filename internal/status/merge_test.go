@@ -183,6 +183,11 @@ func TestProgrammedWaitsForAnAddressAndAReadyProxy(t *testing.T) {
 		{"no ready replica is ProxyNotReady", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true, Deployment: notReady}, metav1.ConditionFalse, "ProxyNotReady"},
 		{"no Deployment at all is ProxyNotReady", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true}, metav1.ConditionFalse, "ProxyNotReady"},
 		{"an address and a ready replica keep Programmed", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true, Deployment: ready}, metav1.ConditionTrue, "Programmed"},
+		{"two requested addresses are AddressNotUsable", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, Requested: []string{"203.0.113.7", "203.0.113.8"}, CheckReady: true, Deployment: ready}, metav1.ConditionFalse, string(gwapiv1.GatewayReasonAddressNotUsable)},
+		{"a requested address not assigned is AddressNotAssigned", []metav1.Condition{accepted, programmed}, Proxy{Requested: []string{"192.0.2.1"}, CheckReady: true, Deployment: ready}, metav1.ConditionFalse, string(gwapiv1.GatewayReasonAddressNotAssigned)},
+		{"another address than the requested one is AddressNotUsable", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, Requested: []string{"192.0.2.1"}, CheckReady: true, Deployment: ready}, metav1.ConditionFalse, string(gwapiv1.GatewayReasonAddressNotUsable)},
+		{"the requested address assigned keeps Programmed", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, Requested: []string{"203.0.113.7"}, CheckReady: true, Deployment: ready}, metav1.ConditionTrue, "Programmed"},
+		{"the requested address assigned still waits for a ready replica", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, Requested: []string{"203.0.113.7"}, CheckReady: true, Deployment: notReady}, metav1.ConditionFalse, "ProxyNotReady"},
 		{"readiness is not checked when the proxy is unknown", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs}, metav1.ConditionTrue, "Programmed"},
 		{
 			"a Programmed condition already False keeps its reason",

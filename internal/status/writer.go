@@ -117,6 +117,7 @@ func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *
 		want := *want.DeepCopy()
 		want.Conditions = Programmed(want.Conditions, Proxy{
 			Addresses:  addresses,
+			Requested:  graph.RequestedAddresses(src),
 			CheckReady: checkReady,
 			Deployment: cs.Deployments[deployment],
 		})
@@ -130,11 +131,12 @@ func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *
 }
 
 // proxyWarning returns the Programmed condition of want when it turns False, from cur, for a
-// reason of the proxy (AddressNotAssigned, ProxyNotReady); nil otherwise.
+// reason of the proxy (AddressNotAssigned, AddressNotUsable, ProxyNotReady); nil otherwise.
 func proxyWarning(cur, want []metav1.Condition) *metav1.Condition {
 	next := meta.FindStatusCondition(want, string(gwapiv1.GatewayConditionProgrammed))
 	if next == nil || next.Status != metav1.ConditionFalse ||
-		(next.Reason != string(gwapiv1.GatewayReasonAddressNotAssigned) && next.Reason != conditions.ReasonProxyNotReady) {
+		(next.Reason != string(gwapiv1.GatewayReasonAddressNotAssigned) &&
+			next.Reason != string(gwapiv1.GatewayReasonAddressNotUsable) && next.Reason != conditions.ReasonProxyNotReady) {
 		return nil
 	}
 	if prev := meta.FindStatusCondition(cur, next.Type); prev != nil && prev.Status == next.Status && prev.Reason == next.Reason {

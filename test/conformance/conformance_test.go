@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwconformance "sigs.k8s.io/gateway-api/conformance"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
 )
@@ -52,6 +54,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal("-report-output is required: the path the suite writes its report to")
 	}
 	setImplementationDefaults(&opts)
+	setAddressDefaults(&opts)
 
 	scheme, err := NewScheme()
 	if err != nil {
@@ -107,6 +110,24 @@ func setImplementationDefaults(opts *suite.ConformanceOptions) {
 	}
 	if len(impl.Contact) == 0 {
 		impl.Contact = []string{implementation.contact}
+	}
+}
+
+// The addresses GatewayStaticAddresses requests unless -usable-address or -unusable-address say
+// otherwise: the last address of the local cluster's load-balancer pool (10.245.0.0/24, handed
+// out last by the node agent's allocator, so no Gateway of the suite holds it yet), and an
+// address of TEST-NET-1 outside the pool, which the node agent never assigns.
+const (
+	usableAddress   = "10.245.0.254"
+	unusableAddress = "192.0.2.1"
+)
+
+func setAddressDefaults(opts *suite.ConformanceOptions) {
+	if len(opts.UsableNetworkAddresses) == 0 {
+		opts.UsableNetworkAddresses = []gwapiv1.GatewaySpecAddress{{Type: ptr.To(gwapiv1.IPAddressType), Value: usableAddress}}
+	}
+	if len(opts.UnusableNetworkAddresses) == 0 {
+		opts.UnusableNetworkAddresses = []gwapiv1.GatewaySpecAddress{{Type: ptr.To(gwapiv1.IPAddressType), Value: unusableAddress}}
 	}
 }
 

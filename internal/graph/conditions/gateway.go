@@ -67,6 +67,12 @@ func NewGatewayNotProgrammedAddressNotAssigned(msg string) metav1.Condition {
 	return falsity(gatewayProgrammed, string(gwapiv1.GatewayReasonAddressNotAssigned), msg)
 }
 
+// NewGatewayNotProgrammedAddressNotUsable says an address of the Gateway's spec.addresses cannot
+// be given to it.
+func NewGatewayNotProgrammedAddressNotUsable(msg string) metav1.Condition {
+	return falsity(gatewayProgrammed, string(gwapiv1.GatewayReasonAddressNotUsable), msg)
+}
+
 // NewGatewayNotProgrammedProxyNotReady says no replica of the Gateway's proxy is ready yet.
 func NewGatewayNotProgrammedProxyNotReady(msg string) metav1.Condition {
 	return falsity(gatewayProgrammed, ReasonProxyNotReady, msg)

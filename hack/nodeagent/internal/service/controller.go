@@ -51,9 +51,13 @@ type Controller struct {
 	endpoints cache.Indexer
 	queue     workqueue.TypedRateLimitingInterface[string]
 
-	mu     sync.Mutex
-	warned map[string]bool // Service ports already reported as not served
+	mu      sync.Mutex
+	warned  map[string]bool   // Service ports already reported as not served
+	refused map[string]string // why a Service's requested address was last refused
 }
+
+// eventComponent is the source of the events the agent records.
+const eventComponent = "coxswain-nodeagent"
 
 const byService = "service"
 
@@ -90,7 +94,7 @@ func New(client kubernetes.Interface, cfg Config, log logr.Logger) (*Controller,
 	return &Controller{
 		client: client, cfg: cfg, log: log, pool: pool,
 		proxy:  NewProxy(log.WithName("proxy"), cfg.IdleTimeout, cfg.DialTimeout),
-		warned: map[string]bool{},
+		warned: map[string]bool{}, refused: map[string]string{},
 	}, nil
 }
 
@@ -216,6 +220,8 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 	svc, err := c.services.Services(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.pool.Release(k)
+		c.forgetRefusal(k)
+		c.retryRefused()
 		return c.proxy.Set(k, nil)
 	}
 	if err != nil {
@@ -229,6 +235,7 @@ func (c *Controller) sync(ctx context.Context, k string) error {
 		}
 	} else {
 		c.pool.Release(k)
+		c.retryRefused()
 		errs = append(errs, c.clearAddress(ctx, svc))
 	}
 	objs, err := c.endpoints.ByIndex(byService, k)
@@ -254,9 +261,13 @@ func (c *Controller) servesLB(svc *corev1.Service) bool {
 	return class == "" || class == c.cfg.LBClass
 }
 
-// ensureAddress gives svc its load-balancer address, the one its status holds when free,
-// and writes it to the status.
+// ensureAddress gives svc its load-balancer address and writes it to the status: the one its
+// spec.loadBalancerIP requests when that is an address of the pool nobody else holds (else none,
+// and the Service is told why), otherwise the one its status holds when free, else a new one.
 func (c *Controller) ensureAddress(ctx context.Context, k string, svc *corev1.Service) (netip.Addr, error) {
+	if svc.Spec.LoadBalancerIP != "" {
+		return c.ensureRequested(ctx, k, svc)
+	}
 	a, ok := c.pool.Lookup(k)
 	if !ok {
 		held, has := statusAddr(svc)
@@ -270,16 +281,97 @@ func (c *Controller) ensureAddress(ctx context.Context, k string, svc *corev1.Se
 			a = held
 		}
 	}
-	want := []corev1.LoadBalancerIngress{{IP: a.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
+	return a, c.writeAddress(ctx, svc, a)
+}
+
+// ensureRequested gives svc the address its spec.loadBalancerIP requests, if it can be had:
+// otherwise svc gives up any address it held, its status is left without one, and a warning
+// event on it says why (once per reason, until the request changes or succeeds).
+func (c *Controller) ensureRequested(ctx context.Context, k string, svc *corev1.Service) (netip.Addr, error) {
+	req := svc.Spec.LoadBalancerIP
+	want, err := netip.ParseAddr(req)
+	var why string
+	switch {
+	case err != nil || !want.Is4():
+		why = fmt.Sprintf("spec.loadBalancerIP %q is not an IPv4 address", req)
+	case !c.pool.Claim(k, want):
+		why = c.pool.Refusal(k, want)
+	}
+	if why == "" {
+		c.forgetRefusal(k)
+		return want, c.writeAddress(ctx, svc, want)
+	}
+	c.pool.Release(k)
+	c.refuse(ctx, k, svc, why)
+	return netip.Addr{}, c.writeAddress(ctx, svc, netip.Addr{})
+}
+
+// refuse logs and records, as a warning event on svc, why its requested address is not
+// assigned; once per Service and reason.
+func (c *Controller) refuse(ctx context.Context, k string, svc *corev1.Service, why string) {
+	c.mu.Lock()
+	seen := c.refused[k] == why
+	c.refused[k] = why
+	c.mu.Unlock()
+	if seen {
+		return
+	}
+	c.log.Info("Requested load-balancer address not assigned", "service", k, "reason", why)
+	now := metav1.NewTime(time.Now())
+	ev := &corev1.Event{
+		// Named as client-go's recorder names events.
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", svc.Name, now.UnixNano()), Namespace: svc.Namespace},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name,
+			UID: svc.UID, ResourceVersion: svc.ResourceVersion,
+		},
+		Reason:         "AddressNotAssigned",
+		Message:        "The requested load-balancer address is not assigned: " + why,
+		Type:           corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: eventComponent},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+	}
+	if _, err := c.client.CoreV1().Events(svc.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		c.log.Error(err, "Record event", "service", k)
+	}
+}
+
+// retryRefused queues again the Services whose requested address was refused: an address may
+// just have been freed.
+func (c *Controller) retryRefused() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queue == nil {
+		return
+	}
+	for k := range c.refused {
+		c.queue.Add(k)
+	}
+}
+
+func (c *Controller) forgetRefusal(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.refused, k)
+}
+
+// writeAddress makes a the only ingress address of svc's status; none when a is invalid.
+func (c *Controller) writeAddress(ctx context.Context, svc *corev1.Service, a netip.Addr) error {
+	var want []corev1.LoadBalancerIngress
+	if a.IsValid() {
+		want = []corev1.LoadBalancerIngress{{IP: a.String(), IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
+	}
 	if equalIngress(svc.Status.LoadBalancer.Ingress, want) {
-		return a, nil
+		return nil
 	}
 	update := svc.DeepCopy()
 	update.Status.LoadBalancer.Ingress = want
 	if _, err := c.client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, update, metav1.UpdateOptions{}); err != nil {
-		return a, fmt.Errorf("write load-balancer address %s to %s: %w", a, k, err)
+		return fmt.Errorf("write load-balancer address %s to %s: %w", a, key(svc), err)
 	}
-	return a, nil
+	return nil
 }
 
 // clearAddress removes a pool address from the status of a Service the agent no longer

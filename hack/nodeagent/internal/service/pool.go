@@ -65,6 +65,21 @@ func (p *Pool) Claim(key string, a netip.Addr) bool {
 	return true
 }
 
+// Refusal says why Claim(key, a) fails, or "" when it would succeed.
+func (p *Pool) Refusal(key string, a netip.Addr) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch o, taken := p.owner[a]; {
+	case !p.prefix.Contains(a):
+		return fmt.Sprintf("%s is outside the load-balancer pool %s", a, p.prefix)
+	case !p.usable(a):
+		return fmt.Sprintf("%s is the network or broadcast address of the load-balancer pool %s", a, p.prefix)
+	case taken && o != key:
+		return fmt.Sprintf("%s is held by Service %s", a, o)
+	}
+	return ""
+}
+
 // Allocate gives key an address: the one it holds, else the next free one, going round the
 // range so that a released address is handed out again as late as possible.
 func (p *Pool) Allocate(key string) (netip.Addr, error) {
