@@ -68,7 +68,9 @@ var supportedFeatures = []features.FeatureName{
 // experimentalFeatures are implemented too but need fields of the experimental-channel CRDs,
 // which the standard channel's drop: they are listed only when the experimental channel is
 // installed.
-var experimentalFeatures = []features.FeatureName{}
+var experimentalFeatures = []features.FeatureName{
+	features.SupportHTTPRouteRetry,
+}
 
 // ExperimentalChannel is the channel annotation value of the experimental-channel CRDs.
 const ExperimentalChannel = "experimental"
