@@ -5,6 +5,14 @@ CONTROLLER_TOOLS_VERSION ?= v0.21.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 KUSTOMIZE_VERSION ?= v5.8.1
 GATEWAY_API_VERSION ?= v1.6.3
+# GATEWAY_API_CHANNEL picks the Gateway API CRDs that install, deploy, cluster and conformance
+# use: standard (config/gateway-api) or experimental (config/gateway-api-experimental).
+GATEWAY_API_CHANNEL ?= standard
+ifeq ($(filter $(GATEWAY_API_CHANNEL),standard experimental),)
+$(error GATEWAY_API_CHANNEL is standard or experimental, not $(GATEWAY_API_CHANNEL))
+endif
+CRD_DIR = $(if $(filter experimental,$(GATEWAY_API_CHANNEL)),config/crd-experimental,config/crd)
+CHANNEL_OVERLAY = $(if $(filter experimental,$(GATEWAY_API_CHANNEL)),experimental)
 
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
@@ -36,6 +44,7 @@ help: ## Display this help.
 manifests: controller-gen ## Generate CRDs and RBAC from markers; copy the pinned Gateway API CRDs.
 	$(CONTROLLER_GEN) rbac:roleName=coxswain-manager crd:allowDangerousTypes=false paths="./api/..." paths="./controllers/..." paths="./internal/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/gateway-api-crds.sh $(GATEWAY_API_VERSION) config/gateway-api
+	hack/gateway-api-crds.sh $(GATEWAY_API_VERSION) config/gateway-api-experimental experimental
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code and the discovery protocol.
@@ -65,7 +74,7 @@ test-e2e: k8s-assets kustomize ## Run the end-to-end suite on the local cluster:
 	hack/e2e-cluster.sh
 
 # Files that generators write: verify fails when regenerating them changes anything.
-GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml config/gateway-api \
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml config/gateway-api config/gateway-api-experimental \
 	discovery/api $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum)
 
 .PHONY: verify
@@ -80,8 +89,8 @@ verify: manifests generate ## Regenerate code, manifests and go.sum; fail on any
 	go test -count=1 -run 'Golden' ./internal/graph/ ./internal/encode/ ./internal/provision/
 
 .PHONY: conformance
-conformance: k8s-assets ## Run the Gateway API conformance suite (GATEWAY-HTTP) on the local cluster; report in bin/conformance/ (CONFORMANCE_MODE=dedicated|shared|all, CONFORMANCE_RUN_TEST=<test>).
-	hack/conformance.sh
+conformance: k8s-assets ## Run the Gateway API conformance suite (GATEWAY-HTTP) on the local cluster; report in bin/conformance/ (CONFORMANCE_MODE=dedicated|shared|all, CONFORMANCE_RUN_TEST=<test>, GATEWAY_API_CHANNEL).
+	GATEWAY_API_CHANNEL=$(GATEWAY_API_CHANNEL) hack/conformance.sh
 
 .PHONY: bench
 bench: ## Benchmark the proxy against nginx and haproxy on loopback (installs what it needs); writes BENCHMARKS.md figures.
@@ -113,21 +122,22 @@ run: k8s-assets manifests kustomize ## Run the operator against the configured c
 	go run ./hack/localcluster -- go run . $(ARGS)
 
 .PHONY: cluster
-cluster: k8s-assets manifests kustomize ## Start the local cluster (hack/cluster.sh run) with Coxswain deployed from config/default; Ctrl-C stops it. `hack/cluster.sh exec -- CMD` runs CMD inside.
-	hack/cluster.sh run
+cluster: k8s-assets manifests kustomize ## Start the local cluster (hack/cluster.sh run) with Coxswain deployed from config/default (GATEWAY_API_CHANNEL); Ctrl-C stops it. `hack/cluster.sh exec -- CMD` runs CMD inside.
+	hack/cluster.sh run $(if $(CHANNEL_OVERLAY),--overlay $(CHANNEL_OVERLAY))
 
 ##@ Deployment
 
 .PHONY: install
-install: manifests kustomize k8s-assets ## Install our CRDs and the Gateway API CRDs into the configured cluster.
-	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+install: manifests kustomize k8s-assets ## Install our CRDs and the Gateway API CRDs (GATEWAY_API_CHANNEL) into the configured cluster.
+	$(KUSTOMIZE) build $(CRD_DIR) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: uninstall
-uninstall: manifests kustomize k8s-assets ## Remove our CRDs and the Gateway API CRDs from the configured cluster.
-	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
+uninstall: manifests kustomize k8s-assets ## Remove our CRDs and the Gateway API CRDs (GATEWAY_API_CHANNEL) from the configured cluster.
+	$(KUSTOMIZE) build $(CRD_DIR) | $(KUBECTL) delete --ignore-not-found -f -
 
-# OVERLAY picks config/overlays/<name> (external-ca, cert-manager) instead of config/default.
-OVERLAY ?=
+# OVERLAY picks config/overlays/<name> (external-ca, cert-manager, experimental) instead of
+# config/default; GATEWAY_API_CHANNEL=experimental without an OVERLAY picks experimental.
+OVERLAY ?= $(CHANNEL_OVERLAY)
 DEPLOY_DIR = $(if $(OVERLAY),config/overlays/$(OVERLAY),config/default)
 
 .PHONY: deploy

@@ -8,6 +8,7 @@
 #   CONFORMANCE_MODE=shared hack/conformance.sh           # every Gateway on the shared pool
 #   CONFORMANCE_MODE=all hack/conformance.sh              # both, one after the other
 #   CONFORMANCE_RUN_TEST=HTTPRouteSimpleSameNamespace hack/conformance.sh   # one test
+#   GATEWAY_API_CHANNEL=experimental hack/conformance.sh  # with the experimental-channel CRDs
 #   CONFORMANCE_SKIP_TESTS=A,B  CONFORMANCE_ARGS='-debug'  CONFORMANCE_VERBOSE=1
 #
 # Exits non-zero when a test the suite ran failed (every test it runs is claimed: the core tests
@@ -23,6 +24,15 @@ dedicated | shared) modes=("${CONFORMANCE_MODE:-dedicated}") ;;
 all) modes=(dedicated shared) ;;
 *)
 	echo "conformance: CONFORMANCE_MODE must be dedicated, shared or all, not '${CONFORMANCE_MODE}'" >&2
+	exit 2
+	;;
+esac
+cluster_args=(--images test/conformance/images.txt)
+case "${GATEWAY_API_CHANNEL:-standard}" in
+standard) ;;
+experimental) cluster_args+=(--overlay experimental) ;; # config/overlays/experimental
+*)
+	echo "conformance: GATEWAY_API_CHANNEL must be standard or experimental, not '${GATEWAY_API_CHANNEL}'" >&2
 	exit 2
 	;;
 esac
@@ -69,11 +79,11 @@ for mode in "${modes[@]}"; do
 	start=${SECONDS}
 	set +e
 	if [[ -n "${CONFORMANCE_VERBOSE:-}" ]]; then
-		hack/cluster.sh run --images test/conformance/images.txt -- "${out}/conformance.test" "${args[@]}" 2>&1 | tee "${log}"
+		hack/cluster.sh run "${cluster_args[@]}" -- "${out}/conformance.test" "${args[@]}" 2>&1 | tee "${log}"
 	else
 		# The console shows the cluster's progress, the harness's own lines, each failed
 		# assertion, each test's result and the summary; the log holds everything.
-		hack/cluster.sh run --images test/conformance/images.txt -- "${out}/conformance.test" "${args[@]}" 2>&1 |
+		hack/cluster.sh run "${cluster_args[@]}" -- "${out}/conformance.test" "${args[@]}" 2>&1 |
 			tee "${log}" |
 			grep --line-buffered -E '^ {4}--- (PASS|FAIL)|^--- FAIL|^conformance |^cluster: |^(PASS|FAIL)$|^ +conformance_test\.go:|^\s+Error:'
 	fi

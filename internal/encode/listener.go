@@ -49,6 +49,7 @@ func route(r *snapshot.Route) *discoveryv1.Route {
 		Match:        match(r.Match),
 		DirectStatus: uint32(r.DirectStatus), //nolint:gosec // an HTTP status
 		Timeouts:     timeouts(r.Timeouts),
+		Retry:        retry(r.Retry),
 	}
 	for _, f := range r.Filters {
 		out.Filters = append(out.Filters, filter(f))
@@ -93,6 +94,20 @@ func matchType(t string) discoveryv1.MatchType {
 		return discoveryv1.MatchType_MATCH_TYPE_REGULAR_EXPRESSION
 	}
 	return discoveryv1.MatchType_MATCH_TYPE_UNSPECIFIED
+}
+
+func retry(r *snapshot.Retry) *discoveryv1.Retry {
+	if r == nil {
+		return nil
+	}
+	out := &discoveryv1.Retry{Attempts: uint32(r.Attempts)} //nolint:gosec // at least 1
+	for _, c := range r.Codes {
+		out.Codes = append(out.Codes, uint32(c)) //nolint:gosec // 400-599
+	}
+	if r.Backoff != nil {
+		out.Backoff = durationpb.New(r.Backoff.Duration)
+	}
+	return out
 }
 
 func timeouts(t *snapshot.Timeouts) *discoveryv1.Timeouts {

@@ -26,6 +26,8 @@ type GatewayClass struct {
 	// Parameters is the CoxswainGatewayParameters the class names, when Dedicated.
 	Parameters types.NamespacedName
 	Conditions []metav1.Condition
+	// SupportedFeatures is the class's status.supportedFeatures for the installed CRD channel.
+	SupportedFeatures []gwapiv1.SupportedFeature
 }
 
 // supportedFeatures is exactly what the graph, the compiler and the proxy implement.
@@ -67,11 +69,27 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportReferenceGrant,
 }
 
-// SupportedFeatures returns the GatewayClass status.supportedFeatures, sorted by name.
-func SupportedFeatures() []gwapiv1.SupportedFeature {
-	out := make([]gwapiv1.SupportedFeature, 0, len(supportedFeatures))
+// experimentalFeatures are implemented too but need fields of the experimental-channel CRDs,
+// which the standard channel's drop: they are listed only when the experimental channel is
+// installed.
+var experimentalFeatures = []features.FeatureName{
+	features.SupportHTTPRouteRetry,
+}
+
+// ExperimentalChannel is the channel annotation value of the experimental-channel CRDs.
+const ExperimentalChannel = "experimental"
+
+// SupportedFeatures returns the GatewayClass status.supportedFeatures for the CRDs of channel
+// (empty for standard), sorted by name.
+func SupportedFeatures(channel string) []gwapiv1.SupportedFeature {
+	out := make([]gwapiv1.SupportedFeature, 0, len(supportedFeatures)+len(experimentalFeatures))
 	for _, f := range supportedFeatures {
 		out = append(out, gwapiv1.SupportedFeature{Name: gwapiv1.FeatureName(f)})
+	}
+	if channel == ExperimentalChannel {
+		for _, f := range experimentalFeatures {
+			out = append(out, gwapiv1.SupportedFeature{Name: gwapiv1.FeatureName(f)})
+		}
 	}
 	slices.SortFunc(out, func(a, b gwapiv1.SupportedFeature) int { return strings.Compare(string(a.Name), string(b.Name)) })
 	return out
@@ -92,7 +110,7 @@ func (b *builder) buildGatewayClasses() []*GatewayClass {
 }
 
 func (b *builder) newGatewayClass(src *gwapiv1.GatewayClass) *GatewayClass {
-	gc := &GatewayClass{Source: src, Accepted: true}
+	gc := &GatewayClass{Source: src, Accepted: true, SupportedFeatures: SupportedFeatures(b.opts.CRDChannel)}
 	accepted := conditions.NewGatewayClassAccepted()
 	if ref := src.Spec.ParametersRef; ref != nil {
 		if msg := b.checkClassParameters(ref); msg != "" {

@@ -20,6 +20,10 @@ type Options struct {
 	// installed Gateway API CRDs. Empty means the caller did not look, and the version this
 	// binary is built against is assumed.
 	CRDBundleVersion string
+	// CRDChannel is the gateway.networking.k8s.io/channel annotation of the installed Gateway
+	// API CRDs: "experimental" adds the features that need experimental fields to the
+	// GatewayClass supportedFeatures. Empty means standard.
+	CRDChannel string
 	// Namespace is the operator's namespace, which holds the shared pool and the Services of its
 	// Gateways; wellknown.InstallNamespace when empty.
 	Namespace string

@@ -40,6 +40,16 @@ type Rule struct {
 	Filters  []Filter
 	Backends []Backend
 	Timeouts Timeouts
+	// Retry is the rule's retry stanza, nil when it has none.
+	Retry *Retry
+}
+
+// Retry is a rule's parsed retry stanza (experimental channel). Attempts is the most retries
+// after the first attempt; Backoff is nil when unset.
+type Retry struct {
+	Codes    []int
+	Attempts int
+	Backoff  *metav1.Duration
 }
 
 // Filter is a supported rule filter; Mirror is set for a resolved RequestMirror.

@@ -41,3 +41,32 @@ func TestSupportedVersion(t *testing.T) {
 		})
 	}
 }
+
+// Tests that the features needing experimental fields are claimed only with the experimental
+// channel installed, and that the experimental channel keeps every standard feature.
+func TestSupportedFeaturesByChannel(t *testing.T) {
+	t.Parallel()
+	names := func(channel string) map[gwapiv1.FeatureName]bool {
+		cs := state.New()
+		class := &gwapiv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}}
+		class.Spec.ControllerName = "example.com/ctl"
+		cs.GatewayClasses[state.Key(class)] = class
+		g := graph.Build(cs, graph.Options{ControllerName: "example.com/ctl", CRDChannel: channel})
+		out := map[gwapiv1.FeatureName]bool{}
+		for _, f := range g.Status().GatewayClasses[0].Status.SupportedFeatures {
+			out[f.Name] = true
+		}
+		return out
+	}
+	for _, channel := range []string{"", "standard"} {
+		if names(channel)["HTTPRouteRetry"] {
+			t.Errorf("channel %q claims HTTPRouteRetry, whose retry field its CRDs drop", channel)
+		}
+	}
+	experimental := names(graph.ExperimentalChannel)
+	for f := range names("standard") {
+		if !experimental[f] {
+			t.Errorf("the experimental channel does not claim %s", f)
+		}
+	}
+}

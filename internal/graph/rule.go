@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ func (b *builder) buildRules(r *HTTPRoute) {
 		}
 		rule := &Rule{Index: i, Matches: defaultMatches(src.Matches)}
 		rule.Timeouts, _ = parseTimeouts(src.Timeouts)
+		rule.Retry, _ = parseRetry(src.Retry)
 		rule.Filters = b.resolveFilters(r, src.Filters)
 		rule.Backends = b.resolveBackends(r, src.BackendRefs)
 		r.Rules = append(r.Rules, rule)
@@ -53,8 +55,8 @@ func validateRule(i int, rule gwapiv1.HTTPRouteRule) *metav1.Condition {
 	unsupported := func(format string, args ...any) *metav1.Condition {
 		return ptr(conditions.NewRouteUnsupportedValue(fmt.Sprintf("Rule %d: ", i) + fmt.Sprintf(format, args...)))
 	}
-	if rule.Retry != nil {
-		return unsupported("retry is not supported")
+	if _, err := parseRetry(rule.Retry); err != nil {
+		return unsupported("%v", err)
 	}
 	if rule.SessionPersistence != nil {
 		return unsupported("sessionPersistence is not supported")
@@ -123,6 +125,41 @@ func parseTimeouts(t *gwapiv1.HTTPRouteTimeouts) (Timeouts, error) {
 	if out.Request != nil && out.BackendRequest != nil && out.Request.Duration != 0 &&
 		(out.BackendRequest.Duration == 0 || out.BackendRequest.Duration > out.Request.Duration) {
 		return Timeouts{}, fmt.Errorf("backendRequest timeout %s exceeds request timeout %s", out.BackendRequest.Duration, out.Request.Duration)
+	}
+	return out, nil
+}
+
+// DefaultRetryAttempts is the number of retries of a retry stanza without attempts.
+const DefaultRetryAttempts = 1
+
+// parseRetry parses a rule's retry stanza. The CRD bounds codes to 400-599 and attempts to at
+// least 1; the bounds are checked again because the graph also reads objects the API server
+// did not validate (tests, older CRDs).
+func parseRetry(r *gwapiv1.HTTPRouteRetry) (*Retry, error) {
+	if r == nil {
+		return nil, nil
+	}
+	out := &Retry{Attempts: DefaultRetryAttempts}
+	for _, c := range r.Codes {
+		if c < 400 || c > 599 {
+			return nil, fmt.Errorf("retry code %d is outside 400-599", c)
+		}
+		out.Codes = append(out.Codes, int(c))
+	}
+	slices.Sort(out.Codes)
+	out.Codes = slices.Compact(out.Codes)
+	if r.Attempts != nil {
+		if *r.Attempts < 1 {
+			return nil, fmt.Errorf("retry attempts %d is less than 1", *r.Attempts)
+		}
+		out.Attempts = *r.Attempts
+	}
+	if r.Backoff != nil {
+		v, err := time.ParseDuration(string(*r.Backoff))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("invalid retry backoff %q", *r.Backoff)
+		}
+		out.Backoff = &metav1.Duration{Duration: v}
 	}
 	return out, nil
 }

@@ -54,7 +54,7 @@ func (g *Graph) Status() Status {
 	for _, gc := range g.GatewayClasses {
 		out.GatewayClasses = append(out.GatewayClasses, GatewayClassStatus{
 			Name:   gc.Source.Name,
-			Status: gwapiv1.GatewayClassStatus{Conditions: gc.Conditions, SupportedFeatures: SupportedFeatures()},
+			Status: gwapiv1.GatewayClassStatus{Conditions: gc.Conditions, SupportedFeatures: gc.SupportedFeatures},
 		})
 	}
 	for _, gw := range g.Gateways {

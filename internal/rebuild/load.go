@@ -20,6 +20,10 @@ import (
 // BundleVersionAnnotation is the annotation of the Gateway API CRDs that names their release.
 const BundleVersionAnnotation = "gateway.networking.k8s.io/bundle-version"
 
+// ChannelAnnotation is the annotation of the Gateway API CRDs that names their channel
+// (standard or experimental).
+const ChannelAnnotation = "gateway.networking.k8s.io/channel"
+
 // ProxyLabel and ProxyLabelValue mark the proxy Deployments (dedicated and shared) that Load
 // keeps.
 const (
@@ -36,6 +40,8 @@ type Input struct {
 	State *state.ClusterState
 	// CRDBundleVersion is the bundle version of the installed Gateway API CRDs, empty when unknown.
 	CRDBundleVersion string
+	// CRDChannel is the channel of the installed Gateway API CRDs, empty when unknown.
+	CRDChannel string
 }
 
 // GatewayParametersGVK and CRDGVK are the metadata-only kinds Load reads.
@@ -89,11 +95,11 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 			cs.Secrets[state.Key(s)] = s
 		}
 	}
-	version, err := bundleVersion(ctx, r)
+	version, channel, err := bundleVersion(ctx, r)
 	if err != nil {
 		return Input{}, err
 	}
-	return Input{State: cs, CRDBundleVersion: version}, nil
+	return Input{State: cs, CRDBundleVersion: version, CRDChannel: channel}, nil
 }
 
 func fill[T any, P interface {
@@ -106,16 +112,16 @@ func fill[T any, P interface {
 	}
 }
 
-// bundleVersion reads the bundle version annotation of the GatewayClass CRD.
-func bundleVersion(ctx context.Context, r client.Reader) (string, error) {
+// bundleVersion reads the bundle version and channel annotations of the GatewayClass CRD.
+func bundleVersion(ctx context.Context, r client.Reader) (version, channel string, err error) {
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(CRDGVK)
-	err := r.Get(ctx, types.NamespacedName{Name: GatewayClassCRDName}, crd)
+	err = r.Get(ctx, types.NamespacedName{Name: GatewayClassCRDName}, crd)
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return "", "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("get CRD %s: %w", GatewayClassCRDName, err)
+		return "", "", fmt.Errorf("get CRD %s: %w", GatewayClassCRDName, err)
 	}
-	return crd.Annotations[BundleVersionAnnotation], nil
+	return crd.Annotations[BundleVersionAnnotation], crd.Annotations[ChannelAnnotation], nil
 }

@@ -92,6 +92,9 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	if in.CRDBundleVersion != "" {
 		opts.CRDBundleVersion = in.CRDBundleVersion
 	}
+	if in.CRDChannel != "" {
+		opts.CRDChannel = in.CRDChannel
+	}
 	g := graph.Build(in.State, opts)
 	encoded, err := encode.All(snapshot.Compile(g))
 	if err != nil {

@@ -65,6 +65,9 @@ func (sb *scopeBuilder) compileAction(rule *graph.Rule, l *graph.Listener) Route
 	if t := rule.Timeouts; t.Request != nil || t.BackendRequest != nil {
 		r.Timeouts = &Timeouts{Request: t.Request, BackendRequest: t.BackendRequest}
 	}
+	if rt := rule.Retry; rt != nil {
+		r.Retry = &Retry{Codes: rt.Codes, Attempts: rt.Attempts, Backoff: rt.Backoff}
+	}
 	return r
 }
 

@@ -119,6 +119,15 @@ type Endpoint struct {
 	Port    int32  `json:"port"`
 }
 
+// Retry is a route rule's retry stanza: another attempt after a connection failure, a backend
+// request timeout, or a response with one of Codes, at most Attempts times, waiting at least
+// Backoff (the proxy's default when nil) before each.
+type Retry struct {
+	Codes    []int            `json:"codes,omitempty"`
+	Attempts int              `json:"attempts"`
+	Backoff  *metav1.Duration `json:"backoff,omitempty"`
+}
+
 // Timeouts bound a request; nil means unset, zero means disabled.
 type Timeouts struct {
 	Request        *metav1.Duration `json:"request,omitempty"`

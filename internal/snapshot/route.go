@@ -17,6 +17,7 @@ type Route struct {
 	// nothing to forward to (no backendRefs, or all weights zero) gets 500.
 	DirectStatus int32     `json:"directStatus,omitempty"`
 	Timeouts     *Timeouts `json:"timeouts,omitempty"`
+	Retry        *Retry    `json:"retry,omitempty"`
 }
 
 // Match holds the conditions a request must meet, all of them.

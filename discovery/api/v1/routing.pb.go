@@ -365,8 +365,10 @@ type Route struct {
 	Backends []*WeightedBackend `protobuf:"bytes,5,rep,name=backends,proto3" json:"backends,omitempty"`
 	// direct_status, when non-zero, answers every request with this status: a rule with nothing to
 	// forward to gets 500.
-	DirectStatus  uint32    `protobuf:"varint,6,opt,name=direct_status,json=directStatus,proto3" json:"direct_status,omitempty"`
-	Timeouts      *Timeouts `protobuf:"bytes,7,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
+	DirectStatus uint32    `protobuf:"varint,6,opt,name=direct_status,json=directStatus,proto3" json:"direct_status,omitempty"`
+	Timeouts     *Timeouts `protobuf:"bytes,7,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
+	// retry, when set, sends an idempotent request again after a failed attempt.
+	Retry         *Retry `protobuf:"bytes,8,opt,name=retry,proto3" json:"retry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +448,13 @@ func (x *Route) GetDirectStatus() uint32 {
 func (x *Route) GetTimeouts() *Timeouts {
 	if x != nil {
 		return x.Timeouts
+	}
+	return nil
+}
+
+func (x *Route) GetRetry() *Retry {
+	if x != nil {
+		return x.Retry
 	}
 	return nil
 }
@@ -1396,6 +1405,72 @@ func (x *Timeouts) GetBackendRequest() *durationpb.Duration {
 	return nil
 }
 
+// Retry is an HTTPRoute rule's retry stanza (Gateway API experimental channel).
+type Retry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// codes are the backend response statuses that call for another attempt, 400-599; connection
+	// failures and backend request timeouts always do.
+	Codes []uint32 `protobuf:"varint,1,rep,packed,name=codes,proto3" json:"codes,omitempty"`
+	// attempts is the most retries after the first attempt; at least 1.
+	Attempts uint32 `protobuf:"varint,2,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// backoff is the least wait before the first retry, doubled for each next one; absent takes
+	// the proxy's default.
+	Backoff       *durationpb.Duration `protobuf:"bytes,3,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Retry) Reset() {
+	*x = Retry{}
+	mi := &file_v1_routing_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Retry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Retry) ProtoMessage() {}
+
+func (x *Retry) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_routing_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Retry.ProtoReflect.Descriptor instead.
+func (*Retry) Descriptor() ([]byte, []int) {
+	return file_v1_routing_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Retry) GetCodes() []uint32 {
+	if x != nil {
+		return x.Codes
+	}
+	return nil
+}
+
+func (x *Retry) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *Retry) GetBackoff() *durationpb.Duration {
+	if x != nil {
+		return x.Backoff
+	}
+	return nil
+}
+
 // Cluster is a Service port with its ready endpoints. A cluster without endpoints answers 503.
 type Cluster struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1413,7 +1488,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_v1_routing_proto_msgTypes[16]
+	mi := &file_v1_routing_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1500,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[16]
+	mi := &file_v1_routing_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1513,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{16}
+	return file_v1_routing_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Cluster) GetName() string {
@@ -1498,7 +1573,7 @@ type BackendTLS struct {
 
 func (x *BackendTLS) Reset() {
 	*x = BackendTLS{}
-	mi := &file_v1_routing_proto_msgTypes[17]
+	mi := &file_v1_routing_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1585,7 @@ func (x *BackendTLS) String() string {
 func (*BackendTLS) ProtoMessage() {}
 
 func (x *BackendTLS) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[17]
+	mi := &file_v1_routing_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1598,7 @@ func (x *BackendTLS) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendTLS.ProtoReflect.Descriptor instead.
 func (*BackendTLS) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{17}
+	return file_v1_routing_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BackendTLS) GetServerName() string {
@@ -1589,7 +1664,7 @@ type SubjectAltName struct {
 
 func (x *SubjectAltName) Reset() {
 	*x = SubjectAltName{}
-	mi := &file_v1_routing_proto_msgTypes[18]
+	mi := &file_v1_routing_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1676,7 @@ func (x *SubjectAltName) String() string {
 func (*SubjectAltName) ProtoMessage() {}
 
 func (x *SubjectAltName) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[18]
+	mi := &file_v1_routing_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1689,7 @@ func (x *SubjectAltName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubjectAltName.ProtoReflect.Descriptor instead.
 func (*SubjectAltName) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{18}
+	return file_v1_routing_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SubjectAltName) GetName() isSubjectAltName_Name {
@@ -1672,7 +1747,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_v1_routing_proto_msgTypes[19]
+	mi := &file_v1_routing_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1759,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[19]
+	mi := &file_v1_routing_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1772,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{19}
+	return file_v1_routing_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -1728,7 +1803,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_v1_routing_proto_msgTypes[20]
+	mi := &file_v1_routing_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1815,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[20]
+	mi := &file_v1_routing_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1828,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{20}
+	return file_v1_routing_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Certificate) GetName() string {
@@ -1792,7 +1867,7 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\"\n" +
 	"\fcertificates\x18\x03 \x03(\tR\fcertificates\x124\n" +
-	"\x06routes\x18\x04 \x03(\v2\x1c.coxswain.discovery.v1.RouteR\x06routes\"\xcf\x02\n" +
+	"\x06routes\x18\x04 \x03(\v2\x1c.coxswain.discovery.v1.RouteR\x06routes\"\x83\x03\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x127\n" +
@@ -1800,7 +1875,8 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\afilters\x18\x04 \x03(\v2\x1d.coxswain.discovery.v1.FilterR\afilters\x12B\n" +
 	"\bbackends\x18\x05 \x03(\v2&.coxswain.discovery.v1.WeightedBackendR\bbackends\x12#\n" +
 	"\rdirect_status\x18\x06 \x01(\rR\fdirectStatus\x12;\n" +
-	"\btimeouts\x18\a \x01(\v2\x1f.coxswain.discovery.v1.TimeoutsR\btimeouts\"\xdd\x01\n" +
+	"\btimeouts\x18\a \x01(\v2\x1f.coxswain.discovery.v1.TimeoutsR\btimeouts\x122\n" +
+	"\x05retry\x18\b \x01(\v2\x1c.coxswain.discovery.v1.RetryR\x05retry\"\xdd\x01\n" +
 	"\n" +
 	"RouteMatch\x124\n" +
 	"\x04path\x18\x01 \x01(\v2 .coxswain.discovery.v1.PathMatchR\x04path\x12\x16\n" +
@@ -1862,7 +1938,11 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\afilters\x18\x04 \x03(\v2\x1d.coxswain.discovery.v1.FilterR\afilters\"\x83\x01\n" +
 	"\bTimeouts\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\arequest\x12B\n" +
-	"\x0fbackend_request\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ebackendRequest\"\xe7\x01\n" +
+	"\x0fbackend_request\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0ebackendRequest\"n\n" +
+	"\x05Retry\x12\x14\n" +
+	"\x05codes\x18\x01 \x03(\rR\x05codes\x12\x1a\n" +
+	"\battempts\x18\x02 \x01(\rR\battempts\x123\n" +
+	"\abackoff\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\abackoff\"\xe7\x01\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x1f.coxswain.discovery.v1.EndpointR\tendpoints\x12T\n" +
@@ -1918,7 +1998,7 @@ func file_v1_routing_proto_rawDescGZIP() []byte {
 }
 
 var file_v1_routing_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_v1_routing_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_v1_routing_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_v1_routing_proto_goTypes = []any{
 	(Protocol)(0),               // 0: coxswain.discovery.v1.Protocol
 	(MatchType)(0),              // 1: coxswain.discovery.v1.MatchType
@@ -1939,16 +2019,17 @@ var file_v1_routing_proto_goTypes = []any{
 	(*Mirror)(nil),              // 16: coxswain.discovery.v1.Mirror
 	(*WeightedBackend)(nil),     // 17: coxswain.discovery.v1.WeightedBackend
 	(*Timeouts)(nil),            // 18: coxswain.discovery.v1.Timeouts
-	(*Cluster)(nil),             // 19: coxswain.discovery.v1.Cluster
-	(*BackendTLS)(nil),          // 20: coxswain.discovery.v1.BackendTLS
-	(*SubjectAltName)(nil),      // 21: coxswain.discovery.v1.SubjectAltName
-	(*Endpoint)(nil),            // 22: coxswain.discovery.v1.Endpoint
-	(*Certificate)(nil),         // 23: coxswain.discovery.v1.Certificate
-	(*GatewayRef)(nil),          // 24: coxswain.discovery.v1.GatewayRef
-	(*durationpb.Duration)(nil), // 25: google.protobuf.Duration
+	(*Retry)(nil),               // 19: coxswain.discovery.v1.Retry
+	(*Cluster)(nil),             // 20: coxswain.discovery.v1.Cluster
+	(*BackendTLS)(nil),          // 21: coxswain.discovery.v1.BackendTLS
+	(*SubjectAltName)(nil),      // 22: coxswain.discovery.v1.SubjectAltName
+	(*Endpoint)(nil),            // 23: coxswain.discovery.v1.Endpoint
+	(*Certificate)(nil),         // 24: coxswain.discovery.v1.Certificate
+	(*GatewayRef)(nil),          // 25: coxswain.discovery.v1.GatewayRef
+	(*durationpb.Duration)(nil), // 26: google.protobuf.Duration
 }
 var file_v1_routing_proto_depIdxs = []int32{
-	24, // 0: coxswain.discovery.v1.Listener.gateway:type_name -> coxswain.discovery.v1.GatewayRef
+	25, // 0: coxswain.discovery.v1.Listener.gateway:type_name -> coxswain.discovery.v1.GatewayRef
 	0,  // 1: coxswain.discovery.v1.Listener.protocol:type_name -> coxswain.discovery.v1.Protocol
 	4,  // 2: coxswain.discovery.v1.Listener.virtual_hosts:type_name -> coxswain.discovery.v1.VirtualHost
 	5,  // 3: coxswain.discovery.v1.VirtualHost.routes:type_name -> coxswain.discovery.v1.Route
@@ -1956,33 +2037,35 @@ var file_v1_routing_proto_depIdxs = []int32{
 	9,  // 5: coxswain.discovery.v1.Route.filters:type_name -> coxswain.discovery.v1.Filter
 	17, // 6: coxswain.discovery.v1.Route.backends:type_name -> coxswain.discovery.v1.WeightedBackend
 	18, // 7: coxswain.discovery.v1.Route.timeouts:type_name -> coxswain.discovery.v1.Timeouts
-	7,  // 8: coxswain.discovery.v1.RouteMatch.path:type_name -> coxswain.discovery.v1.PathMatch
-	8,  // 9: coxswain.discovery.v1.RouteMatch.headers:type_name -> coxswain.discovery.v1.ValueMatch
-	8,  // 10: coxswain.discovery.v1.RouteMatch.query_params:type_name -> coxswain.discovery.v1.ValueMatch
-	1,  // 11: coxswain.discovery.v1.PathMatch.type:type_name -> coxswain.discovery.v1.MatchType
-	1,  // 12: coxswain.discovery.v1.ValueMatch.type:type_name -> coxswain.discovery.v1.MatchType
-	10, // 13: coxswain.discovery.v1.Filter.request_headers:type_name -> coxswain.discovery.v1.HeaderModifier
-	10, // 14: coxswain.discovery.v1.Filter.response_headers:type_name -> coxswain.discovery.v1.HeaderModifier
-	12, // 15: coxswain.discovery.v1.Filter.redirect:type_name -> coxswain.discovery.v1.Redirect
-	13, // 16: coxswain.discovery.v1.Filter.rewrite:type_name -> coxswain.discovery.v1.Rewrite
-	16, // 17: coxswain.discovery.v1.Filter.mirror:type_name -> coxswain.discovery.v1.Mirror
-	15, // 18: coxswain.discovery.v1.Filter.cors:type_name -> coxswain.discovery.v1.Cors
-	11, // 19: coxswain.discovery.v1.HeaderModifier.set:type_name -> coxswain.discovery.v1.Header
-	11, // 20: coxswain.discovery.v1.HeaderModifier.add:type_name -> coxswain.discovery.v1.Header
-	14, // 21: coxswain.discovery.v1.Redirect.path:type_name -> coxswain.discovery.v1.PathModifier
-	14, // 22: coxswain.discovery.v1.Rewrite.path:type_name -> coxswain.discovery.v1.PathModifier
-	9,  // 23: coxswain.discovery.v1.WeightedBackend.filters:type_name -> coxswain.discovery.v1.Filter
-	25, // 24: coxswain.discovery.v1.Timeouts.request:type_name -> google.protobuf.Duration
-	25, // 25: coxswain.discovery.v1.Timeouts.backend_request:type_name -> google.protobuf.Duration
-	22, // 26: coxswain.discovery.v1.Cluster.endpoints:type_name -> coxswain.discovery.v1.Endpoint
-	2,  // 27: coxswain.discovery.v1.Cluster.upstream_protocol:type_name -> coxswain.discovery.v1.UpstreamProtocol
-	20, // 28: coxswain.discovery.v1.Cluster.tls:type_name -> coxswain.discovery.v1.BackendTLS
-	21, // 29: coxswain.discovery.v1.BackendTLS.subject_alt_names:type_name -> coxswain.discovery.v1.SubjectAltName
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	19, // 8: coxswain.discovery.v1.Route.retry:type_name -> coxswain.discovery.v1.Retry
+	7,  // 9: coxswain.discovery.v1.RouteMatch.path:type_name -> coxswain.discovery.v1.PathMatch
+	8,  // 10: coxswain.discovery.v1.RouteMatch.headers:type_name -> coxswain.discovery.v1.ValueMatch
+	8,  // 11: coxswain.discovery.v1.RouteMatch.query_params:type_name -> coxswain.discovery.v1.ValueMatch
+	1,  // 12: coxswain.discovery.v1.PathMatch.type:type_name -> coxswain.discovery.v1.MatchType
+	1,  // 13: coxswain.discovery.v1.ValueMatch.type:type_name -> coxswain.discovery.v1.MatchType
+	10, // 14: coxswain.discovery.v1.Filter.request_headers:type_name -> coxswain.discovery.v1.HeaderModifier
+	10, // 15: coxswain.discovery.v1.Filter.response_headers:type_name -> coxswain.discovery.v1.HeaderModifier
+	12, // 16: coxswain.discovery.v1.Filter.redirect:type_name -> coxswain.discovery.v1.Redirect
+	13, // 17: coxswain.discovery.v1.Filter.rewrite:type_name -> coxswain.discovery.v1.Rewrite
+	16, // 18: coxswain.discovery.v1.Filter.mirror:type_name -> coxswain.discovery.v1.Mirror
+	15, // 19: coxswain.discovery.v1.Filter.cors:type_name -> coxswain.discovery.v1.Cors
+	11, // 20: coxswain.discovery.v1.HeaderModifier.set:type_name -> coxswain.discovery.v1.Header
+	11, // 21: coxswain.discovery.v1.HeaderModifier.add:type_name -> coxswain.discovery.v1.Header
+	14, // 22: coxswain.discovery.v1.Redirect.path:type_name -> coxswain.discovery.v1.PathModifier
+	14, // 23: coxswain.discovery.v1.Rewrite.path:type_name -> coxswain.discovery.v1.PathModifier
+	9,  // 24: coxswain.discovery.v1.WeightedBackend.filters:type_name -> coxswain.discovery.v1.Filter
+	26, // 25: coxswain.discovery.v1.Timeouts.request:type_name -> google.protobuf.Duration
+	26, // 26: coxswain.discovery.v1.Timeouts.backend_request:type_name -> google.protobuf.Duration
+	26, // 27: coxswain.discovery.v1.Retry.backoff:type_name -> google.protobuf.Duration
+	23, // 28: coxswain.discovery.v1.Cluster.endpoints:type_name -> coxswain.discovery.v1.Endpoint
+	2,  // 29: coxswain.discovery.v1.Cluster.upstream_protocol:type_name -> coxswain.discovery.v1.UpstreamProtocol
+	21, // 30: coxswain.discovery.v1.Cluster.tls:type_name -> coxswain.discovery.v1.BackendTLS
+	22, // 31: coxswain.discovery.v1.BackendTLS.subject_alt_names:type_name -> coxswain.discovery.v1.SubjectAltName
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_v1_routing_proto_init() }
@@ -2003,7 +2086,7 @@ func file_v1_routing_proto_init() {
 		(*PathModifier_ReplaceFullPath)(nil),
 		(*PathModifier_ReplacePrefixMatch)(nil),
 	}
-	file_v1_routing_proto_msgTypes[18].OneofWrappers = []any{
+	file_v1_routing_proto_msgTypes[19].OneofWrappers = []any{
 		(*SubjectAltName_Hostname)(nil),
 		(*SubjectAltName_Uri)(nil),
 	}
@@ -2013,7 +2096,7 @@ func file_v1_routing_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_routing_proto_rawDesc), len(file_v1_routing_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

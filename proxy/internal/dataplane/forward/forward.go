@@ -1,9 +1,11 @@
 package forward
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -47,43 +49,100 @@ func (h *Handler) forward(x *exchange) int {
 		return x.refuse(http.StatusServiceUnavailable, reasonNoEndpoints)
 	}
 	x.upstream = ep.Address
+	cl.Budget.Begin()
+	defer cl.Budget.End()
 	upgrade := !cl.H2C && !cl.H2 && isWebSocket(x.r)
-
-	ctx, cancel := context.WithCancelCause(x.r.Context())
-	defer cancel(nil)
-	if d := deadline(x.start, r); !d.IsZero() {
-		var stop context.CancelFunc
-		ctx, stop = context.WithDeadline(ctx, d)
-		defer stop()
-	}
-	var wrote atomic.Bool
-	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GetConn: func(string) {
-			if wrote.Load() {
-				cancel(errRetry)
-			}
-		},
-		WroteHeaders:   func() { wrote.Store(true) },
-		Got1xxResponse: x.informational,
-	})
 	body := x.requestBody()
-	out := x.outbound(traced, ep, body, upgrade)
-	out.URL.Scheme = cl.Scheme()
-	if err := h.mirror(x, out, body); err != nil {
-		return x.bodyFailed(err)
+	policy := x.retryPolicy(body, upgrade)
+	var replay []byte
+	if policy != nil && body != nil {
+		ok, err := body.readAll(h.opts.MaxRetryBodySize)
+		switch {
+		case err != nil:
+			return x.bodyFailed(err)
+		case ok:
+			replay = body.buffered
+		default:
+			policy = nil
+		}
 	}
-	if b.Filters != nil {
-		backendRequestHeaders(out.Header, b.Filters, upgrade) // after the mirrors copied the request
+	held := false // a retry of the budget is taken for the attempt in flight
+	defer func() {
+		if held {
+			cl.Budget.Release()
+		}
+	}()
+	for retries := 0; ; retries++ {
+		ctx, cancel := context.WithCancelCause(x.r.Context())
+		defer cancel(nil)
+		if d := deadline(x.start, r); !d.IsZero() {
+			var stop context.CancelFunc
+			ctx, stop = context.WithDeadline(ctx, d)
+			defer stop()
+		}
+		var wrote atomic.Bool
+		traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GetConn: func(string) {
+				if wrote.Load() {
+					cancel(errRetry)
+				}
+			},
+			WroteHeaders:   func() { wrote.Store(true) },
+			Got1xxResponse: x.informational,
+		})
+		out := x.outbound(traced, ep, body, upgrade)
+		out.URL.Scheme = cl.Scheme()
+		if replay != nil {
+			// Each attempt sends the buffered body afresh; the engine may still be reading an
+			// earlier attempt's reader.
+			out.Body = io.NopCloser(bytes.NewReader(replay))
+		}
+		if retries == 0 {
+			if err := h.mirror(x, out, body); err != nil {
+				return x.bodyFailed(err)
+			}
+		}
+		if b.Filters != nil {
+			backendRequestHeaders(out.Header, b.Filters, upgrade) // after the mirrors copied the request
+		}
+		resp, err := cl.Transport(ep).RoundTrip(out)
+		if held {
+			cl.Budget.Release()
+			held = false
+		}
+		if policy != nil && retries < policy.Attempts && x.retriable(ctx, resp, err, policy) {
+			if wait, ok := x.backoff(policy, retries); ok {
+				if !cl.Budget.Acquire() {
+					h.opts.Metrics.Retry(cl.Name, "budget_exhausted")
+				} else {
+					held = true
+					h.opts.Metrics.Retry(cl.Name, "sent")
+					if resp != nil {
+						discard(resp)
+					}
+					cancel(nil)
+					if !x.sleep(wait) {
+						x.reason = reasonClientClosed
+						return statusClientClosed
+					}
+					if ep = cl.Next(); ep == nil {
+						h.opts.Metrics.UpstreamError(cl.Name, "no_endpoints")
+						return x.refuse(http.StatusServiceUnavailable, reasonNoEndpoints)
+					}
+					x.upstream = ep.Address
+					continue
+				}
+			}
+		}
+		if err != nil {
+			return h.upstreamFailed(ctx, x, cl, body, err)
+		}
+		if upgrade && resp.StatusCode == http.StatusSwitchingProtocols {
+			return h.tunnel(x, b, resp) // the tunnel owns the connection now
+		}
+		defer func() { _ = resp.Body.Close() }()
+		return x.relay(resp, b, cancel)
 	}
-	resp, err := cl.Transport(ep).RoundTrip(out)
-	if err != nil {
-		return h.upstreamFailed(ctx, x, cl, body, err)
-	}
-	if upgrade && resp.StatusCode == http.StatusSwitchingProtocols {
-		return h.tunnel(x, b, resp) // the tunnel owns the connection now
-	}
-	defer func() { _ = resp.Body.Close() }()
-	return x.relay(resp, b, cancel)
 }
 
 // deadline is the earlier of the route's request and backend deadlines, zero when the route

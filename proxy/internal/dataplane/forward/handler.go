@@ -22,6 +22,10 @@ type Options struct {
 	// MaxMirrorBodySize is the largest request body copied to mirrors; a request with a larger
 	// or unknown body is forwarded but not mirrored. 64 KiB when zero.
 	MaxMirrorBodySize int64
+	// MaxRetryBodySize is the largest request body of a request that may be retried; it is
+	// read whole before the first attempt. A larger or unknown body is forwarded once.
+	// DefaultMaxRetryBodySize when zero.
+	MaxRetryBodySize int64
 	// MaxRequestBodySize bounds a request body; 413 beyond it. Zero or negative is no bound:
 	// bodies stream, so their size costs no memory.
 	MaxRequestBodySize int64
@@ -65,6 +69,7 @@ func (o *Options) defaults() {
 	setDefault(&o.MirrorConcurrency, 64)
 	setDefault(&o.MirrorTimeout, 10*time.Second)
 	setDefault(&o.MaxMirrorBodySize, 64<<10)
+	setDefault(&o.MaxRetryBodySize, DefaultMaxRetryBodySize)
 	setDefault(&o.MaxHeaderCount, DefaultMaxHeaderCount)
 	setDefault(&o.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setDefault(&o.BodyReadTimeout, DefaultBodyReadTimeout)

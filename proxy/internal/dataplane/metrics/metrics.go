@@ -18,6 +18,7 @@ type Metrics struct {
 	mirrorsDropped prometheus.Counter
 	refused        *prometheus.CounterVec
 	connsRefused   prometheus.Counter
+	retries        *prometheus.CounterVec
 	unmatched      *RouteCounters
 }
 
@@ -51,17 +52,28 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 			Help: "Downstream connections closed on accept because the proxy's connection limit was reached.",
 		}),
 	}
+	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coxswain_proxy_retries_total",
+		Help: "Retry decisions of routes with a retry policy, by cluster and outcome: sent (another attempt went out), budget_exhausted (the cluster's retry budget refused it).",
+	}, []string{"cluster", "outcome"})
 	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "coxswain_proxy_active_connections",
 		Help: "Open downstream connections.",
 	}, connections)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, active} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.retries, active} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register data plane metrics: %w", err)
 		}
 	}
 	m.unmatched = m.Route("")
 	return m, nil
+}
+
+// Retry counts one retry decision for cluster: outcome is "sent" or "budget_exhausted".
+func (m *Metrics) Retry(cluster, outcome string) {
+	if m != nil {
+		m.retries.WithLabelValues(cluster, outcome).Inc()
+	}
 }
 
 // Route returns the counters of one route.

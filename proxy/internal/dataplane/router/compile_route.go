@@ -26,6 +26,7 @@ func (c *compiler) route(in *discoveryv1.Route) (*Route, error) {
 		func() error { return c.compileFilters(out, in.GetFilters()) },
 		func() error { return c.compileBackends(out, in.GetBackends()) },
 		func() error { return out.compileTimeouts(in.GetTimeouts()) },
+		func() error { return out.compileRetry(in.GetRetry()) },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -172,6 +173,32 @@ func (r *Route) compileTimeouts(in *discoveryv1.Timeouts) error {
 	if r.BackendTimeout, err = duration(in.GetBackendRequest()); err != nil {
 		return fmt.Errorf("backend timeout: %w", err)
 	}
+	return nil
+}
+
+func (r *Route) compileRetry(in *discoveryv1.Retry) error {
+	if in == nil {
+		return nil
+	}
+	if in.GetAttempts() < 1 {
+		return fmt.Errorf("%w: retry attempts %d", ErrInvalid, in.GetAttempts())
+	}
+	out := &Retry{Attempts: int(min(in.GetAttempts(), MaxRetryAttempts))}
+	for _, c := range in.GetCodes() {
+		if c < 400 || c > 599 {
+			return fmt.Errorf("%w: retry code %d", ErrInvalid, c)
+		}
+		i := c - 400
+		out.codes[i/64] |= 1 << (i % 64)
+	}
+	out.Backoff = DefaultRetryBackoff
+	if in.GetBackoff() != nil {
+		var err error
+		if out.Backoff, err = duration(in.GetBackoff()); err != nil {
+			return fmt.Errorf("retry backoff: %w", err)
+		}
+	}
+	r.Retry = out
 	return nil
 }
 

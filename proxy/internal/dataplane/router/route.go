@@ -46,12 +46,37 @@ type Route struct {
 	// no bound.
 	RequestTimeout time.Duration
 	BackendTimeout time.Duration
+	// Retry, when set, sends a request again after a failed attempt (see the forward package
+	// for which requests and failures).
+	Retry *Retry
 	// Stats is free for the data plane to keep per-route state in (metric handles); the router
 	// never reads it.
 	Stats any
 	// refs names the clusters the route's backends and mirrors name, present or not: the
 	// route compiles differently when one of them comes or goes.
 	refs []string
+}
+
+// Retry is a route's retry policy: at most Attempts retries after the first attempt, the first
+// at least Backoff after the failure.
+type Retry struct {
+	Attempts int
+	Backoff  time.Duration
+	// codes has bit s-400 set for each retried response status s in 400-599.
+	codes [4]uint64
+}
+
+// MaxRetryAttempts caps the retries of one request whatever the route asks; the retry budget
+// caps them across requests.
+const MaxRetryAttempts = 10
+
+// DefaultRetryBackoff is the least wait before a first retry when the route sets none.
+const DefaultRetryBackoff = 25 * time.Millisecond
+
+// RetryStatus says whether a response with status calls for another attempt.
+func (r *Retry) RetryStatus(status int) bool {
+	i := status - 400
+	return i >= 0 && i < 200 && r.codes[i/64]&(1<<(i%64)) != 0
 }
 
 type valueMatch struct {

@@ -108,8 +108,10 @@ type Cluster struct {
 	// FailClosed says the cluster's backend TLS policy cannot be met: it must answer without
 	// dialing.
 	FailClosed bool
-	endpoints  []*Endpoint
-	next       atomic.Uint32
+	// Budget bounds the retries in flight to the cluster.
+	Budget    RetryBudget
+	endpoints []*Endpoint
+	next      atomic.Uint32
 }
 
 // Build returns the clusters of table. A cluster prev (nil for none) built from the same
@@ -308,3 +310,37 @@ func (c *Cluster) Transport(ep *Endpoint) *http.Transport {
 
 // Len returns the number of endpoints.
 func (c *Cluster) Len() int { return len(c.endpoints) }
+
+// Retry budget: the retries in flight to a cluster may be at most RetryBudgetPercent of its
+// requests in flight, and at least RetryBudgetMin whatever the load, so that a cluster in
+// trouble gets at most a fifth more load from retries while a quiet one still retries.
+const (
+	RetryBudgetPercent = 20
+	RetryBudgetMin     = 10
+)
+
+// RetryBudget counts a cluster's requests and retries in flight. The zero value is ready.
+type RetryBudget struct {
+	requests atomic.Int64
+	retries  atomic.Int64
+}
+
+// Begin counts a request to the cluster in flight until End.
+func (b *RetryBudget) Begin() { b.requests.Add(1) }
+
+// End ends what Begin counted.
+func (b *RetryBudget) End() { b.requests.Add(-1) }
+
+// Acquire takes one retry from the budget and reports whether there was one; a true answer
+// is followed by one Release once the retry's attempt is over.
+func (b *RetryBudget) Acquire() bool {
+	allowed := max(RetryBudgetMin, b.requests.Load()*RetryBudgetPercent/100)
+	if b.retries.Add(1) > allowed {
+		b.retries.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Release returns a retry Acquire took.
+func (b *RetryBudget) Release() { b.retries.Add(-1) }
