@@ -13,7 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
 )
 
 // The test runs inside private user, network and PID namespaces: outside, TestMain compiles
@@ -174,13 +175,5 @@ func setUpNamespace(ctx context.Context) error {
 			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 		}
 	}
-	conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "udp", "192.0.2.1:9")
-	if err == nil {
-		_ = conn.Close()
-		return errors.New("the network namespace has a route out, refusing to run")
-	}
-	if !errors.Is(err, syscall.ENETUNREACH) {
-		return fmt.Errorf("check that no route leads out: %w", err)
-	}
-	return nil
+	return sandbox.CheckNoRouteOut(ctx)
 }

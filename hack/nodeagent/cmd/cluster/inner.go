@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"coxswain.dev/coxswain/hack/nodeagent/internal/controlplane"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
 )
 
 // cluster is what runs inside the namespaces.
@@ -74,28 +75,7 @@ func checkNamespace(ctx context.Context) error {
 	if out, err := exec.CommandContext(ctx, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		return fmt.Errorf("ip link set lo up: %w: %s", err, bytes.TrimSpace(out))
 	}
-	return noRouteOut(ctx)
-}
-
-// noRouteOut fails unless a packet to an outside address has no route: no default route, no
-// route to the documentation range.
-func noRouteOut(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, "ip", "route", "show", "default").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip route show default: %w: %s", err, bytes.TrimSpace(out))
-	}
-	if len(bytes.TrimSpace(out)) > 0 {
-		return fmt.Errorf("the cluster's network namespace has a default route (%s), refusing to run", bytes.TrimSpace(out))
-	}
-	conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "udp", "192.0.2.1:9")
-	if err == nil {
-		_ = conn.Close()
-		return errors.New("the cluster's network namespace has a route out, refusing to run")
-	}
-	if !errors.Is(err, syscall.ENETUNREACH) {
-		return fmt.Errorf("check that no route leads out: %w", err)
-	}
-	return nil
+	return sandbox.CheckNoRouteOut(ctx)
 }
 
 func (c *cluster) start(ctx context.Context) error {
@@ -128,7 +108,7 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := c.waitNode(ctx); err != nil {
 		return err
 	}
-	if err := noRouteOut(ctx); err != nil {
+	if err := sandbox.CheckNoRouteOut(ctx); err != nil {
 		return err
 	}
 	useClusterDNS()

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // ErrRouteOut reports a network namespace with a route to the outside: the agent refuses to
@@ -51,7 +52,7 @@ func SetUpNetwork(ctx context.Context, bridge string, prefix netip.Prefix, route
 		}
 		local = append(local, r.Masked())
 	}
-	if err := noRouteOut(ctx); err != nil {
+	if err := CheckNoRouteOut(ctx); err != nil {
 		return nil, err
 	}
 	if err := ownProc(); err != nil {
@@ -175,10 +176,20 @@ func ownProc() error {
 	return nil
 }
 
-// noRouteOut checks that a datagram socket cannot even be connected to an outside address.
-// Connecting a UDP socket sends nothing; it only looks up the route.
-func noRouteOut(ctx context.Context) error {
-	conn, err := (&net.Dialer{}).DialContext(ctx, "udp", "192.0.2.1:9")
+// CheckNoRouteOut fails with ErrRouteOut unless nothing in the current network namespace leads
+// out: no default route, and a datagram socket cannot even be connected to an outside address
+// (which also catches a route to that range). Everything that puts or dials cluster addresses
+// checks it first: a packet to such an address from a namespace with a route out leaves the
+// machine.
+func CheckNoRouteOut(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, "ip", "route", "show", "default").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip route show default: %w: %s", err, bytes.TrimSpace(out))
+	}
+	if route := bytes.TrimSpace(out); len(route) > 0 {
+		return fmt.Errorf("%w (default route %s)", ErrRouteOut, route)
+	}
+	conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "udp", "192.0.2.1:9")
 	if err == nil {
 		_ = conn.Close()
 		return ErrRouteOut
