@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -75,4 +76,66 @@ func TestBootstrapLimiter(t *testing.T) {
 			t.Errorf("reports %+v, want one QueueTimeout", got)
 		}
 	})
+}
+
+// Tests that, once slot times are known, a request whose expected wait exceeds the queue wait is
+// refused at once as Overloaded (RESOURCE_EXHAUSTED, retried after a backoff) while queue places
+// are still free, instead of holding a place until it times out as Unavailable.
+func TestLimiterRefusesAnExpectedTimeoutAtOnce(t *testing.T) {
+	t.Parallel()
+	const held = 100 * time.Millisecond
+	l := newLimiter(1, 50, time.Second)
+	release, err := l.acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(held)
+	release()
+	release() // a second call gives nothing back twice
+	if len(l.slots) != 0 {
+		t.Fatalf("%d slots held after release", len(l.slots))
+	}
+
+	hold, err := l.acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	queued := 0
+	for {
+		ahead := len(l.queue)
+		start := time.Now()
+		errc := make(chan error, 1)
+		go func() {
+			release, err := l.acquire(ctx)
+			if err == nil {
+				release()
+			}
+			errc <- err
+		}()
+		select {
+		case err := <-errc:
+			var rej *rejectError
+			if !errors.As(err, &rej) || rej.reason != ReasonOverloaded {
+				t.Fatalf("with %d queued: %v, want Overloaded", ahead, err)
+			}
+			if waited := time.Since(start); waited > l.wait/2 {
+				t.Errorf("refused after %v, not at once", waited)
+			}
+			if queued == 0 || ahead >= cap(l.queue) {
+				t.Fatalf("refused with %d queued of %d: the estimate did not decide", ahead, cap(l.queue))
+			}
+			// (ahead+1) x the slot time over one slot exceeds the 1 s wait: at least 10 queued
+			// at a 100 ms slot time, fewer when the machine made the first slot slower.
+			if ahead > int(l.wait/held) {
+				t.Errorf("refused only with %d queued, want it by %d", ahead, l.wait/held)
+			}
+			hold()
+			return
+		case <-time.After(20 * time.Millisecond):
+			queued++ // it waits in the queue
+		}
+		waitFor(t, "the request to queue", func() bool { return len(l.queue) == ahead+1 })
+	}
 }

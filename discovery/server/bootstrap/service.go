@@ -196,12 +196,13 @@ func (s *Service) admit(ctx context.Context) (func(), error) {
 	if s.renewing(ctx) {
 		lane = s.renewals
 	}
-	if err := lane.acquire(ctx); err != nil {
+	release, err := lane.acquire(ctx)
+	if err != nil {
 		s.sources.give(host)
 		return nil, err
 	}
 	return func() {
-		lane.release()
+		release()
 		s.sources.give(host)
 	}, nil
 }
