@@ -27,13 +27,22 @@ func indexEndpointSlices(cs *state.ClusterState) map[types.NamespacedName][]type
 
 // endpoints returns the ready endpoints of a Service port, sorted and deduplicated. The target
 // port comes from the EndpointSlice port with the Service port's name, which is how a named
-// targetPort resolves per Pod.
+// targetPort resolves per Pod. Only slices of the Service's primary IP family count: a
+// dual-stack Service has one slice family per IP family, and taking both would list every Pod
+// twice (doubling its share of the traffic) and hand the proxy addresses of a family it may not
+// reach.
 func (b *builder) endpoints(key ClusterKey) []Endpoint {
 	svcKey := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
-	sp := servicePort(b.cs.Services[svcKey], key.Port)
+	svc := b.cs.Services[svcKey]
+	sp := servicePort(svc, key.Port)
+	family := primaryAddressType(svc)
 	var out []Endpoint
 	for _, sliceKey := range b.slices[svcKey] {
-		out = append(out, sliceEndpoints(b.cs.EndpointSlices[sliceKey], sp)...)
+		slice := b.cs.EndpointSlices[sliceKey]
+		if slice.AddressType != family {
+			continue
+		}
+		out = append(out, sliceEndpoints(slice, sp)...)
 	}
 	slices.SortFunc(out, func(x, y Endpoint) int {
 		return cmp.Or(cmp.Compare(x.Address, y.Address), cmp.Compare(x.Port, y.Port))
@@ -41,10 +50,17 @@ func (b *builder) endpoints(key ClusterKey) []Endpoint {
 	return slices.Compact(out)
 }
 
-func sliceEndpoints(slice *discoveryv1.EndpointSlice, sp *corev1.ServicePort) []Endpoint {
-	if slice.AddressType == discoveryv1.AddressTypeFQDN {
-		return nil
+// primaryAddressType is the EndpointSlice address type of a Service's primary IP family
+// (spec.ipFamilies[0], which the API server sets on every Service with a cluster IP; IPv4 when
+// unset, as for a headless Service created before dual-stack). FQDN slices never match.
+func primaryAddressType(svc *corev1.Service) discoveryv1.AddressType {
+	if svc != nil && len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol {
+		return discoveryv1.AddressTypeIPv6
 	}
+	return discoveryv1.AddressTypeIPv4
+}
+
+func sliceEndpoints(slice *discoveryv1.EndpointSlice, sp *corev1.ServicePort) []Endpoint {
 	port, ok := slicePort(slice, sp)
 	if !ok {
 		return nil
