@@ -35,6 +35,11 @@ const (
 	lowPortsSysctl  = "net.ipv4.ip_unprivileged_port_start"
 	portNamePrefix  = "p"
 	terminationWait = 30
+	// readinessPeriod is how often the kubelet asks a proxy's /readyz (seconds). The default
+	// 10 s would hold a Gateway's Programmed back by up to 10 s after its proxy has its first
+	// snapshot; /readyz is an in-memory read. config/proxy/deployment.yaml (the shared pool)
+	// uses the same period.
+	readinessPeriod = 2
 )
 
 // Objects returns every object the model wants, in apply order.
@@ -191,7 +196,7 @@ func (m Model) container() corev1.Container {
 		},
 		Ports:          ports,
 		Resources:      resources,
-		ReadinessProbe: probe("/readyz"),
+		ReadinessProbe: withPeriod(probe("/readyz"), readinessPeriod),
 		LivenessProbe:  probe("/healthz"),
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),
@@ -247,6 +252,11 @@ func probe(path string) *corev1.Probe {
 	return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 		Path: path, Port: intstr.FromString(healthPortName),
 	}}}
+}
+
+func withPeriod(p *corev1.Probe, seconds int32) *corev1.Probe {
+	p.PeriodSeconds = seconds
+	return p
 }
 
 func fieldRef(path string) *corev1.EnvVarSource {
