@@ -101,9 +101,9 @@ CONTROL_PLANE_BENCH ?= $(LOCALBIN)/bench/control-plane
 
 .PHONY: bench-control-plane
 bench-control-plane: k8s-assets ## Benchmark the control plane: rebuild per route edit and full compile, CSR signing, snapshot fan-out, full-snapshot CPU against bare grpc-go, idle stream memory, route propagation through the real proxy, and a 1,000-proxy bootstrap storm.
-	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkRouteEdit|BenchmarkFullRebuild' -benchmem -count 1 ./internal/rebuild/ | tee $(CONTROL_PLANE_BENCH)/rebuild.txt
+	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkRouteEdit|BenchmarkFullRebuild|BenchmarkEndpointsChange' -benchmem -count 1 ./internal/rebuild/ | tee $(CONTROL_PLANE_BENCH)/rebuild.txt
 	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkBuildCompile/routes=1000$$' -benchmem -count 1 ./internal/graph/ | tee $(CONTROL_PLANE_BENCH)/graph.txt
-	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkRouteEdit/routes=5000/rebuild$$' -benchtime 30x -cpuprofile $(CONTROL_PLANE_BENCH)/route-edit.pprof -o $(CONTROL_PLANE_BENCH)/rebuild.test ./internal/rebuild/ && go tool pprof -top -cum -nodecount 50 $(CONTROL_PLANE_BENCH)/rebuild.test $(CONTROL_PLANE_BENCH)/route-edit.pprof | tee $(CONTROL_PLANE_BENCH)/route-edit-top.txt
+	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkRouteEdit/routes=5000/rebuild$$' -benchtime 300x -cpuprofile $(CONTROL_PLANE_BENCH)/route-edit.pprof -o $(CONTROL_PLANE_BENCH)/rebuild.test ./internal/rebuild/ && go tool pprof -top -cum -nodecount 50 $(CONTROL_PLANE_BENCH)/rebuild.test $(CONTROL_PLANE_BENCH)/route-edit.pprof | tee $(CONTROL_PLANE_BENCH)/route-edit-top.txt
 	mkdir -p $(CONTROL_PLANE_BENCH) && cd discovery && go test -run '^$$' -bench 'BenchmarkSignCSR' -benchmem -benchtime 3s -cpu 1,2 ./pki/ | tee $(CONTROL_PLANE_BENCH)/sign.txt
 	mkdir -p $(CONTROL_PLANE_BENCH) && cd discovery && COXSWAIN_BENCH=1 go test -count=1 -timeout 30m -v -run '^TestBench(FanoutDelta|FullSnapshotCPU|IdleStreamMemory)$$' ./server/stream/ | tee $(CONTROL_PLANE_BENCH)/stream.txt
 	$(MAKE) bench-propagation
@@ -205,6 +205,6 @@ endef
 .PHONY: bench-propagation
 bench-propagation: k8s-assets ## Measure route propagation through the real proxy (create, delete, endpoint shift; 1 to 3,000 routes; with churn).
 	@mkdir -p $(CONTROL_PLANE_BENCH); \
-	export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s" COXSWAIN_BENCH_PROPAGATION=1 COXSWAIN_BENCH_PROPAGATION_OUT="$(CONTROL_PLANE_BENCH)/propagation.md"; \
+	export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s" COXSWAIN_BENCH_PROPAGATION=1 COXSWAIN_BENCH_PROPAGATION_OUT="$(CONTROL_PLANE_BENCH)/propagation.md" COXSWAIN_BENCH_PROPAGATION_PROFILES="$(CONTROL_PLANE_BENCH)"; \
 	go test -count=1 -timeout 60m -run 'TestRoutePropagation' -v ./test/e2e/ 2>&1 | tee "$(CONTROL_PLANE_BENCH)/propagation.log" | grep -E '^\s*(propagation_test|--- |ok|FAIL|\|)'; \
 	echo "results: $(CONTROL_PLANE_BENCH)/propagation.md, log: $(CONTROL_PLANE_BENCH)/propagation.log"

@@ -45,6 +45,7 @@ type options struct {
 	configName     string
 	metricsAddr    string
 	probeAddr      string
+	pprofAddr      string
 	leaderElection bool
 	controllerSA   string
 	settings       *settings.Flags
@@ -70,6 +71,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 	fs.StringVar(&o.configName, "config-name", "coxswain", "Name of the CoxswainConfig the operator reads in its namespace.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the health probe endpoint.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address serving runtime profiles under /debug/pprof/; empty (the default) serves none.")
 	fs.BoolVar(&o.leaderElection, "leader-elect", false, "Elect a leader; only the leader writes status and provisions proxies.")
 	fs.StringVar(&o.controllerSA, "controller-service-account", wellknown.ControllerServiceAccount,
 		"The operator's own ServiceAccount: its SPIFFE ID is in the discovery serving certificate.")
@@ -103,6 +105,7 @@ func run(o *options) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElection,
 		LeaderElectionID:        "coxswain-controller",
 		LeaderElectionNamespace: o.namespace,

@@ -55,8 +55,8 @@ type GatewayAPIReconciler struct {
 	refs rebuild.ReferenceFilter
 }
 
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants;backendtlspolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status;backendtlspolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants;backendtlspolicies;listenersets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status;backendtlspolicies/status;listenersets/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=services;secrets;namespaces;configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
@@ -92,15 +92,19 @@ func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 }
 
 // logRebuild logs a rebuild that changed something at V(0) and every rebuild at V(1), where the
-// line also names the new version of every changed scope.
+// line also names the new version of every changed scope; every scope that failed gets an error
+// line of its own.
 func logRebuild(logger logr.Logger, trigger rebuild.Trigger, took time.Duration, res rebuild.Result) {
+	for _, f := range res.Failed {
+		logger.Error(f.Err, "Scope kept its last snapshot", "scope", f.Scope.String())
+	}
 	verbosity := 1 // an unchanged world is routine
-	if len(res.Changed) > 0 || len(res.Removed) > 0 || res.AuthorityChanged || res.StatusWritten > 0 {
+	if len(res.Changed) > 0 || len(res.Removed) > 0 || len(res.Failed) > 0 || res.AuthorityChanged || res.StatusWritten > 0 {
 		verbosity = 0
 	}
 	kv := []any{
 		"trigger", trigger, "duration", took, "scopes", len(res.Scopes), "changed", len(res.Changed),
-		"removed", len(res.Removed), "authorityChanged", res.AuthorityChanged, "statusWritten", res.StatusWritten,
+		"removed", len(res.Removed), "failed", len(res.Failed), "authorityChanged", res.AuthorityChanged, "statusWritten", res.StatusWritten,
 	}
 	if logger.V(1).Enabled() {
 		versions := make([]string, 0, len(res.Changed))
@@ -146,6 +150,7 @@ func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gwapiv1.GatewayClass{}, r.on("GatewayClass"), builder.WithPredicates(ours, predicate.GenerationChangedPredicate{})).
 		Watches(&gwapiv1.Gateway{}, r.on("Gateway"), spec).
 		Watches(&gwapiv1.HTTPRoute{}, r.on("HTTPRoute"), spec).
+		Watches(&gwapiv1.ListenerSet{}, r.on("ListenerSet"), spec).
 		Watches(&gwapiv1.ReferenceGrant{}, r.on("ReferenceGrant"), spec).
 		Watches(&gwapiv1.BackendTLSPolicy{}, r.on("BackendTLSPolicy"), spec).
 		Watches(&corev1.ConfigMap{}, r.on("ConfigMap"), referenced).

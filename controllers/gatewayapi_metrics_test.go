@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -101,18 +102,27 @@ func TestRebuildLogLine(t *testing.T) {
 		{
 			name: "a change is logged at V(0) with its trigger", verbosity: 0, res: changed,
 			want: []string{`"level"=0 "msg"="Rebuilt snapshots" "trigger"={"HTTPRoute"=2} "duration"="3ms" "scopes"=2 "changed"=1 ` +
-				`"removed"=0 "authorityChanged"=false "statusWritten"=0`},
+				`"removed"=0 "failed"=0 "authorityChanged"=false "statusWritten"=0`},
 		},
 		{
 			name: "at V(1) the line names the new versions", verbosity: 1, res: changed,
 			want: []string{`"level"=0 "msg"="Rebuilt snapshots" "trigger"={"HTTPRoute"=2} "duration"="3ms" "scopes"=2 "changed"=1 ` +
-				`"removed"=0 "authorityChanged"=false "statusWritten"=0 "changedVersions"=["shared-pool@abc123"] "removedScopes"=[]`},
+				`"removed"=0 "failed"=0 "authorityChanged"=false "statusWritten"=0 "changedVersions"=["shared-pool@abc123"] "removedScopes"=[]`},
 		},
 		{name: "an unchanged world is not logged at V(0)", verbosity: 0, res: rebuild.Result{Scopes: changed.Scopes}},
 		{
+			name: "a failed scope gets an error line", verbosity: 0,
+			res: rebuild.Result{Scopes: changed.Scopes, Failed: []rebuild.ScopeFailure{{Scope: cache.Gateway("prod", "web"), Err: errors.New("boom")}}},
+			want: []string{
+				`"msg"="Scope kept its last snapshot" "error"="boom" "scope"="gateway/prod/web"`,
+				`"level"=0 "msg"="Rebuilt snapshots" "trigger"={"HTTPRoute"=2} "duration"="3ms" "scopes"=2 "changed"=0 ` +
+					`"removed"=0 "failed"=1 "authorityChanged"=false "statusWritten"=0`,
+			},
+		},
+		{
 			name: "an unchanged world is logged at V(1)", verbosity: 1, res: rebuild.Result{Scopes: changed.Scopes},
 			want: []string{`"level"=1 "msg"="Rebuilt snapshots" "trigger"={"HTTPRoute"=2} "duration"="3ms" "scopes"=2 "changed"=0 ` +
-				`"removed"=0 "authorityChanged"=false "statusWritten"=0 "changedVersions"=[] "removedScopes"=[]`},
+				`"removed"=0 "failed"=0 "authorityChanged"=false "statusWritten"=0 "changedVersions"=[] "removedScopes"=[]`},
 		},
 	}
 	for _, tt := range tests {

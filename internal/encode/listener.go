@@ -10,7 +10,10 @@ import (
 )
 
 // Listener converts a listener with its virtual hosts and routes.
-func Listener(l *snapshot.Listener) *discoveryv1.Listener {
+func Listener(l *snapshot.Listener) *discoveryv1.Listener { return encodeListener(l, route) }
+
+// encodeListener converts a listener, each route with encodeRoute.
+func encodeListener(l *snapshot.Listener, encodeRoute func(*snapshot.Route) *discoveryv1.Route) *discoveryv1.Listener {
 	ns, name, _ := strings.Cut(l.Gateway, "/")
 	out := &discoveryv1.Listener{
 		Name:     l.Name,
@@ -19,7 +22,13 @@ func Listener(l *snapshot.Listener) *discoveryv1.Listener {
 		Protocol: protocol(l.Protocol),
 	}
 	for _, vh := range l.VirtualHosts {
-		out.VirtualHosts = append(out.VirtualHosts, virtualHost(vh))
+		out.VirtualHosts = append(out.VirtualHosts, virtualHost(vh, encodeRoute))
+	}
+	if v := l.ClientValidation; v != nil {
+		out.ClientValidation = &discoveryv1.ClientValidation{
+			CaCertificatesPem: []byte(v.CACertificates),
+			InsecureFallback:  v.InsecureFallback,
+		}
 	}
 	return out
 }
@@ -34,10 +43,11 @@ func protocol(p string) discoveryv1.Protocol {
 	return discoveryv1.Protocol_PROTOCOL_UNSPECIFIED
 }
 
-func virtualHost(vh *snapshot.VirtualHost) *discoveryv1.VirtualHost {
+func virtualHost(vh *snapshot.VirtualHost, encodeRoute func(*snapshot.Route) *discoveryv1.Route) *discoveryv1.VirtualHost {
 	out := &discoveryv1.VirtualHost{Name: vh.Name, Hostname: vh.Hostname, Certificates: vh.Certificates}
+	out.Routes = make([]*discoveryv1.Route, 0, len(vh.Routes))
 	for _, r := range vh.Routes {
-		out.Routes = append(out.Routes, route(r))
+		out.Routes = append(out.Routes, encodeRoute(r))
 	}
 	return out
 }

@@ -20,7 +20,7 @@ func (b *builder) attach(r *HTTPRoute, p *Parent) {
 	}
 	allowed := b.allowedListeners(r, selected)
 	if len(allowed) == 0 {
-		msg := fmt.Sprintf("No listener of Gateway %s allows HTTPRoutes from namespace %s", p.Gateway.Key(), r.Source.Namespace)
+		msg := fmt.Sprintf("No listener of %s allows HTTPRoutes from namespace %s", p.parentName(), r.Source.Namespace)
 		p.Conditions = []metav1.Condition{conditions.NewRouteNotAllowedByListeners(msg), r.resolvedRefs}
 		return
 	}
@@ -49,7 +49,7 @@ func (b *builder) attach(r *HTTPRoute, p *Parent) {
 
 func selectListeners(p *Parent) []*Listener {
 	var out []*Listener
-	for _, l := range p.Gateway.Listeners {
+	for _, l := range p.listeners() {
 		if p.Ref.SectionName != nil && string(*p.Ref.SectionName) != l.Name {
 			continue
 		}
@@ -62,7 +62,10 @@ func selectListeners(p *Parent) []*Listener {
 }
 
 func noMatchMessage(p *Parent) string {
-	msg := fmt.Sprintf("Gateway %s has no listener", p.Gateway.Key())
+	if p.Set != nil && !p.Set.Accepted {
+		return fmt.Sprintf("%s is not attached to its Gateway", p.parentName())
+	}
+	msg := fmt.Sprintf("%s has no listener", p.parentName())
 	if p.Ref.SectionName != nil {
 		msg += fmt.Sprintf(" named %s", *p.Ref.SectionName)
 	}

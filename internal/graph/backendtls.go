@@ -173,22 +173,47 @@ func (b *builder) buildBackendTLSPolicy(src *gwapiv1.BackendTLSPolicy) *BackendT
 // policy's namespace, re-encoded so that nothing but certificates reaches a proxy.
 func (b *builder) resolveCACertificate(namespace string, ref gwapiv1.LocalObjectReference) (string, *metav1.Condition) {
 	key := types.NamespacedName{Namespace: namespace, Name: string(ref.Name)}
-	if ref.Group != "" || ref.Kind != kindConfigMap {
-		return "", ptr(conditions.NewPolicyInvalidKind(fmt.Sprintf("CA certificate ref %s is a %s, not a core ConfigMap", key, groupKind(string(ref.Group), string(ref.Kind)))))
+	pem, problem, msg := b.lookupCACertificate(key, string(ref.Group), string(ref.Kind))
+	switch problem {
+	case caInvalidKind:
+		return "", ptr(conditions.NewPolicyInvalidKind(msg))
+	case caInvalidRef:
+		return "", ptr(conditions.NewPolicyInvalidCACertificateRef(msg))
+	}
+	return pem, nil
+}
+
+// caProblem says why a caCertificateRef is unusable; caUsable when it is not.
+type caProblem int
+
+const (
+	caUsable caProblem = iota
+	// caInvalidKind: the ref names something other than a core ConfigMap.
+	caInvalidKind
+	// caInvalidRef: the ConfigMap is missing or holds no usable ca.crt.
+	caInvalidRef
+)
+
+// lookupCACertificate returns the PEM certificates of the ca.crt key of the ConfigMap key,
+// re-encoded so that nothing but certificates reaches a proxy; or why it cannot. Whether the
+// reference is permitted is the caller's to check.
+func (b *builder) lookupCACertificate(key types.NamespacedName, group, kind string) (string, caProblem, string) {
+	if group != "" || kind != kindConfigMap {
+		return "", caInvalidKind, fmt.Sprintf("CA certificate ref %s is a %s, not a core ConfigMap", key, groupKind(group, kind))
 	}
 	cm, ok := b.cs.ConfigMaps[key]
 	if !ok {
-		return "", ptr(conditions.NewPolicyInvalidCACertificateRef(fmt.Sprintf("ConfigMap %s not found", key)))
+		return "", caInvalidRef, fmt.Sprintf("ConfigMap %s not found", key)
 	}
 	data, ok := cm.Data[caCertificateKey]
 	if !ok {
-		return "", ptr(conditions.NewPolicyInvalidCACertificateRef(fmt.Sprintf("ConfigMap %s has no key %s", key, caCertificateKey)))
+		return "", caInvalidRef, fmt.Sprintf("ConfigMap %s has no key %s", key, caCertificateKey)
 	}
 	out, err := certificatesPEM([]byte(data))
 	if err != nil {
-		return "", ptr(conditions.NewPolicyInvalidCACertificateRef(fmt.Sprintf("ConfigMap %s key %s: %v", key, caCertificateKey, err)))
+		return "", caInvalidRef, fmt.Sprintf("ConfigMap %s key %s: %v", key, caCertificateKey, err)
 	}
-	return out, nil
+	return out, caUsable, ""
 }
 
 // certificatesPEM parses every PEM block of data as a certificate and returns them re-encoded.
@@ -278,7 +303,7 @@ func selectsPort(p *gwapiv1.BackendTLSPolicy, service, portName string) bool {
 // mirrors to, sorted and deduplicated.
 func gatewayClusters(gw *Gateway) []ClusterKey {
 	var out []ClusterKey
-	for _, l := range gw.Listeners {
+	for _, l := range gw.AllListeners() {
 		for _, att := range l.Routes {
 			for _, rule := range att.Route.Rules {
 				for _, be := range rule.Backends {

@@ -49,6 +49,8 @@ type Gateway struct {
 	// resolvedRefs is the ResolvedRefs condition of the Gateway-level references (spec.tls);
 	// nil when the Gateway has none.
 	resolvedRefs *metav1.Condition
+	// listenerSets are the ListenerSets attached to the Gateway, in precedence order.
+	listenerSets []*ListenerSet
 }
 
 // Key returns the Gateway's namespace/name.
@@ -98,9 +100,6 @@ func (b *builder) gatewayProblem(gw *Gateway) *metav1.Condition {
 	}
 	if msg := unsupportedAddress(spec.Addresses); msg != "" {
 		return ptr(conditions.NewGatewayUnsupportedAddress(msg))
-	}
-	if spec.TLS != nil && spec.TLS.Frontend != nil {
-		return ptr(conditions.NewGatewayInvalid("spec.tls.frontend (client certificate validation) is not supported"))
 	}
 	return nil
 }
@@ -168,6 +167,9 @@ func (gw *Gateway) finish() {
 	conds := []metav1.Condition{accepted, programmed}
 	if gw.resolvedRefs != nil {
 		conds = append(conds, *gw.resolvedRefs)
+	}
+	if c := insecureFrontendValidation(gw.Source.Spec); c != nil {
+		conds = append(conds, *c)
 	}
 	gw.Conditions = conditions.Stamp(conds, gw.Source.Generation)
 	for _, l := range gw.Listeners {

@@ -36,6 +36,8 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportBackendTLSPolicySANValidation,
 	features.SupportGateway,
 	features.SupportGatewayBackendClientCertificate,
+	features.SupportGatewayFrontendClientCertificateValidation,
+	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,
 	features.SupportGatewayAddressEmpty,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayPort8080,
@@ -66,6 +68,7 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteResponseHeaderModification,
 	features.SupportHTTPRouteSchemeRedirect,
+	features.SupportListenerSet,
 	features.SupportReferenceGrant,
 }
 

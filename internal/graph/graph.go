@@ -1,8 +1,8 @@
 package graph
 
 import (
-	"cmp"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -27,6 +27,9 @@ type Options struct {
 	// Namespace is the operator's namespace, which holds the shared pool and the Services of its
 	// Gateways; wellknown.InstallNamespace when empty.
 	Namespace string
+	// Rules, when set, keeps the routes' resolved rules from one Build to the next (see
+	// RuleMemo).
+	Rules *RuleMemo
 }
 
 func (o Options) withDefaults() Options {
@@ -57,6 +60,8 @@ type Graph struct {
 	Clusters []*Cluster
 	// BackendTLSPolicies are every BackendTLSPolicy, with the Gateways they report to.
 	BackendTLSPolicies []*BackendTLSPolicy
+	// ListenerSets are the ListenerSets whose parent is one of our Gateways.
+	ListenerSets []*ListenerSet
 }
 
 // Build resolves the cluster state into a Graph. It never fails: a user's mistake becomes a
@@ -67,9 +72,13 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 	g.GatewayClasses = b.buildGatewayClasses()
 	g.Gateways = b.buildGateways()
 	refuseProxyNameConflicts(g.Gateways)
+	g.ListenerSets = b.buildListenerSets()
 	g.HTTPRoutes = b.buildHTTPRoutes()
 	for _, gw := range g.Gateways {
 		gw.finish()
+	}
+	for _, ls := range g.ListenerSets {
+		ls.finish()
 	}
 	allocateSharedPorts(g.Gateways, b.cs.Services, b.opts.Namespace)
 	g.BackendTLSPolicies = b.buildBackendTLSPolicies()
@@ -90,6 +99,8 @@ type builder struct {
 	keyPairs map[types.NamespacedName]string
 	// policies maps each BackendTLSPolicy target to the policy that wins it.
 	policies map[policyTarget]*BackendTLSPolicy
+	// listenerSets are the ListenerSets whose parent is one of our Gateways.
+	listenerSets map[types.NamespacedName]*ListenerSet
 }
 
 func newBuilder(cs *state.ClusterState, opts Options) *builder {
@@ -103,6 +114,8 @@ func newBuilder(cs *state.ClusterState, opts Options) *builder {
 		clusters: map[ClusterKey]bool{},
 		keyPairs: map[types.NamespacedName]string{},
 		policies: map[policyTarget]*BackendTLSPolicy{},
+
+		listenerSets: map[types.NamespacedName]*ListenerSet{},
 	}
 }
 
@@ -117,5 +130,8 @@ func sortedKeys[V any](m map[types.NamespacedName]V) []types.NamespacedName {
 }
 
 func compareKeys(a, b types.NamespacedName) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }

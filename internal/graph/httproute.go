@@ -1,7 +1,7 @@
 package graph
 
 import (
-	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +30,8 @@ type Parent struct {
 	Gateway    *Gateway
 	Accepted   bool
 	Conditions []metav1.Condition
+	// Set is the ListenerSet the parentRef names; nil for a parentRef to a Gateway.
+	Set *ListenerSet
 }
 
 // Rule is a validated route rule.
@@ -78,13 +80,14 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 			continue
 		}
 		r := &HTTPRoute{Source: src, Parents: parents, resolvedRefs: conditions.NewRouteResolvedRefs()}
-		b.buildRules(r)
+		b.rules(r)
 		for _, p := range parents {
 			b.attach(r, p)
 			conditions.Stamp(p.Conditions, src.Generation)
 		}
 		out = append(out, r)
 	}
+	b.finishRules()
 	return out
 }
 
@@ -92,8 +95,12 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 // References to other kinds or to Gateways we do not serve are left to their controllers.
 func (b *builder) ourParents(src *gwapiv1.HTTPRoute) []*Parent {
 	var out []*Parent
-	seen := map[string]bool{}
+	var seen []parentKey // routes have few parentRefs
 	for _, ref := range src.Spec.ParentRefs {
+		if isListenerSetRef(ref) {
+			out = b.appendSetParent(out, &seen, src.Namespace, ref)
+			continue
+		}
 		if (ref.Group != nil && *ref.Group != gwapiv1.GroupName) || (ref.Kind != nil && *ref.Kind != kindGateway) {
 			continue
 		}
@@ -103,23 +110,30 @@ func (b *builder) ourParents(src *gwapiv1.HTTPRoute) []*Parent {
 		}
 		gw, ok := b.gateways[key]
 		id := parentID(key, ref)
-		if !ok || seen[id] {
+		if !ok || slices.Contains(seen, id) {
 			continue
 		}
-		seen[id] = true
+		seen = append(seen, id)
 		out = append(out, &Parent{Ref: ref, Gateway: gw})
 	}
 	return out
 }
 
-func parentID(gw types.NamespacedName, ref gwapiv1.ParentReference) string {
-	var section gwapiv1.SectionName
-	var port gwapiv1.PortNumber
+// parentKey identifies a parentRef: its Gateway (or ListenerSet), sectionName and port.
+type parentKey struct {
+	listenerSet bool
+	gateway     types.NamespacedName
+	section     gwapiv1.SectionName
+	port        gwapiv1.PortNumber
+}
+
+func parentID(gw types.NamespacedName, ref gwapiv1.ParentReference) parentKey {
+	id := parentKey{gateway: gw}
 	if ref.SectionName != nil {
-		section = *ref.SectionName
+		id.section = *ref.SectionName
 	}
 	if ref.Port != nil {
-		port = *ref.Port
+		id.port = *ref.Port
 	}
-	return fmt.Sprintf("%s/%s/%d", gw, section, port)
+	return id
 }

@@ -28,11 +28,16 @@ type Listener struct {
 	Hostname string
 	// Certificates are the TLS Secrets of an HTTPS listener, in certificateRefs order.
 	Certificates []*corev1.Secret
+	// ClientValidation is how an HTTPS listener validates client certificates (its Gateway's
+	// spec.tls.frontend for its port); nil when it asks for none.
+	ClientValidation *FrontendValidation
 	// SupportedKinds are the route kinds that may attach.
 	SupportedKinds []gwapiv1.RouteGroupKind
 	// Routes are the accepted routes attached to this listener, in namespace/name order.
 	Routes     []*Attachment
 	Conditions []metav1.Condition
+	// Set is the ListenerSet the listener comes from; nil for the Gateway's own listeners.
+	Set *ListenerSet
 
 	source     gwapiv1.Listener
 	accepted   bool
@@ -55,16 +60,21 @@ func (l *Listener) Programmed() bool { return l.programmed }
 func (b *builder) buildListeners(gw *Gateway) []*Listener {
 	out := make([]*Listener, 0, len(gw.Source.Spec.Listeners))
 	for _, src := range gw.Source.Spec.Listeners {
-		out = append(out, b.newListener(gw, src))
+		out = append(out, b.newListener(gw, nil, src))
 	}
 	markConflicts(out)
 	markOverlappingTLS(out)
 	return out
 }
 
-func (b *builder) newListener(gw *Gateway, src gwapiv1.Listener) *Listener {
+// newListener builds a listener of gw, from its own spec or, when set is not nil, from that
+// ListenerSet's: a ListenerSet listener's certificateRefs default to the set's namespace and
+// need ReferenceGrants from ListenerSets (the Gateway's grants are not inherited), while the
+// Gateway's client certificate validation (spec.tls.frontend) covers every HTTPS listener it
+// serves, its own and its ListenerSets'.
+func (b *builder) newListener(gw *Gateway, set *ListenerSet, src gwapiv1.Listener) *Listener {
 	l := &Listener{
-		Gateway: gw, Name: string(src.Name), Port: src.Port, Protocol: src.Protocol,
+		Gateway: gw, Set: set, Name: string(src.Name), Port: src.Port, Protocol: src.Protocol,
 		source: src, accepted: true, programmed: true,
 		Conditions: conditions.NewListenerDefaults(),
 	}
@@ -78,7 +88,14 @@ func (b *builder) newListener(gw *Gateway, src gwapiv1.Listener) *Listener {
 	l.resolveKinds()
 	b.resolveNamespaces(l)
 	if src.Protocol == gwapiv1.HTTPSProtocolType {
-		b.resolveTLS(gw, l)
+		from := gatewayReference(gw)
+		if set != nil {
+			from = reference{group: gwapiv1.GroupName, kind: kindListenerSet, namespace: set.Source.Namespace}
+		}
+		b.resolveTLS(l, from)
+		if l.accepted {
+			b.resolveFrontendValidation(gw, l)
+		}
 	}
 	return l
 }
@@ -175,7 +192,7 @@ func (b *builder) allowsNamespace(l *Listener, ns string) bool {
 		}
 		return l.namespaces.selector.Matches(set)
 	case gwapiv1.NamespacesFromSame:
-		return ns == l.Gateway.Source.Namespace
+		return ns == l.ownerNamespace()
 	}
 	return false
 }

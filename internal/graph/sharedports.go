@@ -96,7 +96,7 @@ func internalPort(p corev1.ServicePort) (int32, bool) {
 // acceptedPorts returns the distinct ports of gw's accepted listeners, sorted.
 func acceptedPorts(gw *Gateway) []int32 {
 	var ports []int32
-	for _, l := range gw.Listeners {
+	for _, l := range gw.AllListeners() {
 		if l.Accepted() {
 			ports = append(ports, l.Port)
 		}

@@ -14,6 +14,8 @@ type Status struct {
 	// BackendTLSPolicies holds every policy, with no ancestors when no Gateway of ours uses
 	// its targets, so the writer can remove the entries we wrote before.
 	BackendTLSPolicies []BackendTLSPolicyStatus `json:"backendTLSPolicies,omitempty"`
+	// ListenerSets holds the ListenerSets whose parent is one of our Gateways.
+	ListenerSets []ListenerSetStatus `json:"listenerSets,omitempty"`
 }
 
 // BackendTLSPolicyStatus holds the ancestor statuses we own for a policy: one per Gateway of
@@ -66,21 +68,30 @@ func (g *Graph) Status() Status {
 	for _, p := range g.BackendTLSPolicies {
 		out.BackendTLSPolicies = append(out.BackendTLSPolicies, p.status(g.ControllerName))
 	}
+	for _, ls := range g.ListenerSets {
+		out.ListenerSets = append(out.ListenerSets, ls.status())
+	}
 	return out
 }
 
 func (gw *Gateway) status() GatewayStatus {
 	st := GatewayStatus{Namespace: gw.Source.Namespace, Name: gw.Source.Name}
 	st.Status.Conditions = gw.Conditions
+	st.Status.AttachedListenerSets = gw.attachedListenerSets()
 	for _, l := range gw.Listeners {
-		st.Status.Listeners = append(st.Status.Listeners, gwapiv1.ListenerStatus{
-			Name:           gwapiv1.SectionName(l.Name),
-			SupportedKinds: l.SupportedKinds,
-			AttachedRoutes: l.AttachedRoutes(),
-			Conditions:     l.Conditions,
-		})
+		st.Status.Listeners = append(st.Status.Listeners, l.status())
 	}
 	return st
+}
+
+// status is the listener's entry in its Gateway's (or, converted, its ListenerSet's) status.
+func (l *Listener) status() gwapiv1.ListenerStatus {
+	return gwapiv1.ListenerStatus{
+		Name:           gwapiv1.SectionName(l.Name),
+		SupportedKinds: l.SupportedKinds,
+		AttachedRoutes: l.AttachedRoutes(),
+		Conditions:     l.Conditions,
+	}
 }
 
 func (r *HTTPRoute) status(controllerName gwapiv1.GatewayController) HTTPRouteStatus {

@@ -12,9 +12,11 @@ import (
 	"coxswain.dev/coxswain/internal/graph/conditions"
 )
 
-// resolveTLS checks an HTTPS listener's TLS settings and resolves its certificateRefs. Any
-// unusable reference leaves the listener accepted but not programmed.
-func (b *builder) resolveTLS(gw *Gateway, l *Listener) {
+// resolveTLS checks an HTTPS listener's TLS settings and resolves its certificateRefs on
+// behalf of from, the object that holds the listener (its Gateway or ListenerSet): refs default
+// to its namespace and cross-namespace refs need a ReferenceGrant from its kind. Any unusable
+// reference leaves the listener accepted but not programmed.
+func (b *builder) resolveTLS(l *Listener, from reference) {
 	cfg := l.source.TLS
 	if cfg == nil || (cfg.Mode != nil && *cfg.Mode != gwapiv1.TLSModeTerminate) {
 		l.reject(conditions.NewListenerUnsupportedValue("HTTPS listeners need tls.mode Terminate"))
@@ -25,7 +27,7 @@ func (b *builder) resolveTLS(gw *Gateway, l *Listener) {
 		return
 	}
 	for _, ref := range cfg.CertificateRefs {
-		secret, problem := b.resolveCertificate(gw.Source.Namespace, ref)
+		secret, problem := b.resolveCertificate(from, ref)
 		if problem != nil {
 			l.unresolved(*problem)
 			l.Certificates = nil
@@ -35,8 +37,8 @@ func (b *builder) resolveTLS(gw *Gateway, l *Listener) {
 	}
 }
 
-func (b *builder) resolveCertificate(gwNamespace string, ref gwapiv1.SecretObjectReference) (*corev1.Secret, *metav1.Condition) {
-	secret, msg, permitted := b.lookupKeyPair(gwNamespace, ref)
+func (b *builder) resolveCertificate(from reference, ref gwapiv1.SecretObjectReference) (*corev1.Secret, *metav1.Condition) {
+	secret, msg, permitted := b.lookupKeyPair(from, ref)
 	switch {
 	case !permitted:
 		return nil, ptr(conditions.NewListenerRefNotPermitted(msg))
@@ -54,7 +56,7 @@ func (b *builder) resolveBackendClientCertificate(gw *Gateway) {
 	if tlsCfg == nil || tlsCfg.Backend == nil || tlsCfg.Backend.ClientCertificateRef == nil {
 		return
 	}
-	secret, msg, permitted := b.lookupKeyPair(gw.Source.Namespace, *tlsCfg.Backend.ClientCertificateRef)
+	secret, msg, permitted := b.lookupKeyPair(gatewayReference(gw), *tlsCfg.Backend.ClientCertificateRef)
 	switch {
 	case !permitted:
 		gw.resolvedRefs = ptr(conditions.NewGatewayRefNotPermitted("clientCertificateRef: " + msg))
@@ -66,9 +68,15 @@ func (b *builder) resolveBackendClientCertificate(gw *Gateway) {
 	}
 }
 
-// lookupKeyPair resolves a Secret reference of a Gateway to a valid kubernetes.io/tls Secret.
-// On failure it returns why, and permitted is false when a ReferenceGrant is missing.
-func (b *builder) lookupKeyPair(gwNamespace string, ref gwapiv1.SecretObjectReference) (secret *corev1.Secret, msg string, permitted bool) {
+// gatewayReference is a Gateway as the origin of references (ReferenceGrant from).
+func gatewayReference(gw *Gateway) reference {
+	return reference{group: gwapiv1.GroupName, kind: kindGateway, namespace: gw.Source.Namespace}
+}
+
+// lookupKeyPair resolves a Secret reference held by from (a Gateway or ListenerSet) to a valid
+// kubernetes.io/tls Secret. On failure it returns why, and permitted is false when a
+// ReferenceGrant is missing.
+func (b *builder) lookupKeyPair(from reference, ref gwapiv1.SecretObjectReference) (secret *corev1.Secret, msg string, permitted bool) {
 	group, kind := "", kindSecret
 	if ref.Group != nil {
 		group = string(*ref.Group)
@@ -76,14 +84,13 @@ func (b *builder) lookupKeyPair(gwNamespace string, ref gwapiv1.SecretObjectRefe
 	if ref.Kind != nil {
 		kind = string(*ref.Kind)
 	}
-	key := types.NamespacedName{Namespace: gwNamespace, Name: string(ref.Name)}
+	key := types.NamespacedName{Namespace: from.namespace, Name: string(ref.Name)}
 	if ref.Namespace != nil {
 		key.Namespace = string(*ref.Namespace)
 	}
 	if group != "" || kind != kindSecret {
 		return nil, fmt.Sprintf("Certificate ref %s is a %s, not a core Secret", key, groupKind(group, kind)), true
 	}
-	from := reference{group: gwapiv1.GroupName, kind: kindGateway, namespace: gwNamespace}
 	to := reference{kind: kindSecret, namespace: key.Namespace, name: key.Name}
 	if !b.grants.allows(from, to) {
 		return nil, fmt.Sprintf("Secret %s is in another namespace and no ReferenceGrant allows it", key), false

@@ -59,7 +59,7 @@ func ModelOf(gw *graph.Gateway, params *v1alpha1.CoxswainGatewayParameters, d De
 		return Model{}, false
 	}
 	var ports, all []int32
-	for _, l := range gw.Listeners {
+	for _, l := range gw.AllListeners() {
 		all = append(all, l.Port)
 		if l.Accepted() {
 			ports = append(ports, l.Port)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -67,28 +68,40 @@ func newRouteEdit(routes int) *routeEdit {
 func (e *routeEdit) flip(i int) { e.cs.HTTPRoutes[e.key] = e.states[(i+1)%2] }
 
 // BenchmarkRouteEdit measures the controller's cost of one HTTPRoute edit among 5,000 routes
-// (scaleState): "rebuild" is what an edit costs today, the whole pipeline (graph, compile,
-// encode, scope authority, publish to the discovery cache); the others are its stages alone.
-// Every iteration swaps the route between two specs, so that every one publishes a new shared
-// pool version. Reading the informer cache (Load) and status writes are not included.
+// (scaleState): "rebuild" is what an edit costs, the whole pipeline as it runs (graph, then the
+// incremental compile and encode of what the edit can affect, scope authority, publish to the
+// discovery cache); "rebuild-from-scratch" is the same pipeline with its memos dropped before
+// every edit, what an edit cost before rebuilds were incremental; the others are the stages
+// alone, from scratch. Every iteration swaps the route between two specs, so that every one
+// publishes a new shared pool version. Reading the informer cache (Load) and status writes are
+// not included.
 func BenchmarkRouteEdit(b *testing.B) {
 	const routes = 5000
-	b.Run(fmt.Sprintf("routes=%d/rebuild", routes), func(b *testing.B) {
-		e := newRouteEdit(routes)
-		p := newBenchPipeline(b, e.cs)
-		b.ReportAllocs()
-		i := 0
-		before := cpuTime(b)
-		for b.Loop() {
-			e.flip(i)
-			i++
-			res, err := p.Rebuild(context.Background(), Input{State: e.cs})
-			if err != nil || len(res.Changed) != 1 {
-				b.Fatalf("rebuild changed %v, error %v; want the shared pool", res.Changed, err)
-			}
+	for _, scratch := range []bool{false, true} {
+		name := "rebuild"
+		if scratch {
+			name = "rebuild-from-scratch"
 		}
-		reportCPU(b, before)
-	})
+		b.Run(fmt.Sprintf("routes=%d/%s", routes, name), func(b *testing.B) {
+			e := newRouteEdit(routes)
+			p := newBenchPipeline(b, e.cs)
+			b.ReportAllocs()
+			i := 0
+			before := cpuTime(b)
+			for b.Loop() {
+				e.flip(i)
+				i++
+				if scratch {
+					p.inc = incremental{}
+				}
+				res, err := p.Rebuild(context.Background(), Input{State: e.cs})
+				if err != nil || len(res.Changed) != 1 {
+					b.Fatalf("rebuild changed %v, error %v; want the shared pool", res.Changed, err)
+				}
+			}
+			reportCPU(b, before)
+		})
+	}
 	b.Run(fmt.Sprintf("routes=%d/graph", routes), func(b *testing.B) {
 		e := newRouteEdit(routes)
 		b.ReportAllocs()
@@ -123,12 +136,15 @@ func BenchmarkRouteEdit(b *testing.B) {
 	})
 	b.Run(fmt.Sprintf("routes=%d/publish", routes), func(b *testing.B) {
 		e := newRouteEdit(routes)
-		var encoded [2][]*encode.Encoded
+		var encoded [2][]scopeEncoding
 		for i := range encoded {
 			e.flip(i)
-			var err error
-			if encoded[i], err = encode.All(snapshot.Compile(graph.Build(e.cs, graph.Options{}))); err != nil {
+			all, err := encode.All(snapshot.Compile(graph.Build(e.cs, graph.Options{})))
+			if err != nil {
 				b.Fatal(err)
+			}
+			for _, enc := range all {
+				encoded[i] = append(encoded[i], scopeEncoding{Encoded: enc})
 			}
 		}
 		p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }}
@@ -136,7 +152,7 @@ func BenchmarkRouteEdit(b *testing.B) {
 		i := 0
 		before := cpuTime(b)
 		for b.Loop() {
-			if _, err := p.publish(encoded[i%2]); err != nil {
+			if _, err := p.publish(encoded[i%2], nil); err != nil {
 				b.Fatal(err)
 			}
 			i++
@@ -162,4 +178,29 @@ func BenchmarkFullRebuild(b *testing.B) {
 			reportCPU(b, before)
 		})
 	}
+}
+
+// BenchmarkEndpointsChange measures the controller's cost of one EndpointSlice change among
+// 5,000 routes (scaleState): one endpoint of svc-0 comes and goes, so every iteration publishes
+// a new shared pool version in which only that cluster's resource changed.
+func BenchmarkEndpointsChange(b *testing.B) {
+	const routes = 5000
+	cs := scaleState(routes)
+	key := types.NamespacedName{Namespace: "ns-0", Name: "svc-0-1"}
+	fewer := cs.EndpointSlices[key].DeepCopy()
+	fewer.Endpoints = fewer.Endpoints[:2]
+	states := [2]*discoveryv1.EndpointSlice{cs.EndpointSlices[key], fewer}
+	p := newBenchPipeline(b, cs)
+	b.ReportAllocs()
+	i := 0
+	before := cpuTime(b)
+	for b.Loop() {
+		i++
+		cs.EndpointSlices[key] = states[i%2]
+		res, err := p.Rebuild(context.Background(), Input{State: cs})
+		if err != nil || len(res.Changed) != 1 {
+			b.Fatalf("rebuild changed %v, error %v; want the shared pool", res.Changed, err)
+		}
+	}
+	reportCPU(b, before)
 }

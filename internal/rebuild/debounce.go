@@ -11,13 +11,22 @@ import (
 // DefaultInterval is the shortest time between the starts of two rebuilds.
 const DefaultInterval = 10 * time.Millisecond
 
+// costBurst is how much work beyond the half-core budget calls may run back to back before they
+// are spaced (see Debouncer): with 40 ms rebuilds, about 25 changes in a row are each rebuilt at
+// once.
+const costBurst = time.Second
+
 // Debouncer turns triggers into calls with a leading edge: a trigger that finds the debouncer
-// idle (no call in the last spacing) calls at once, with no holdoff; triggers that arrive within
-// the spacing after a call coalesce into one call when it ends, so a steady stream of changes
-// calls at most once per spacing and never waits longer than that. The spacing is the interval,
-// or twice what the last call's work took when that is longer (see Cost): rebuilds then never
-// take more than half of a core, however large the cluster, while a small one propagates in a
-// few milliseconds. It is safe for concurrent use.
+// idle (no call in the last interval, and the work budget not spent) calls at once, with no
+// holdoff; triggers that arrive while it may not call coalesce into one call when it may, so a
+// steady stream of changes calls at most once per interval and never waits longer than the
+// spacing below.
+//
+// The work budget keeps calls under half of a core however large the cluster, without making
+// an occasional change wait: each call's work, reported by Cost, counts twice against a budget
+// that refills with wall-clock time, and a call waits only while more than costBurst of it is
+// spent. Occasional changes, even costly ones in quick succession, are called at once; a steady
+// stream of calls that each take c ends up spaced 2c apart. It is safe for concurrent use.
 type Debouncer struct {
 	clock    clock.Clock
 	interval time.Duration
@@ -25,8 +34,10 @@ type Debouncer struct {
 
 	mu      sync.Mutex
 	pending bool
-	// cost is how long the last call's work took, as Cost reported it.
-	cost time.Duration
+	// spent is the work budget in use, as of spentAt: twice each call's reported work, less the
+	// wall-clock time since.
+	spent   time.Duration
+	spentAt time.Time
 	// last is when the previous call was made; zero before the first.
 	last time.Time
 }
@@ -54,11 +65,20 @@ func (d *Debouncer) Trigger() {
 	}
 }
 
-// Cost reports how long the work of the last call took.
+// Cost reports how long the work of a call took.
 func (d *Debouncer) Cost(took time.Duration) {
 	d.mu.Lock()
-	d.cost = took
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	d.refill(d.clock.Now())
+	d.spent += 2 * took
+}
+
+// refill returns the wall-clock time since the last refill to the budget. Callers hold mu.
+func (d *Debouncer) refill(now time.Time) {
+	if !d.spentAt.IsZero() {
+		d.spent = max(0, d.spent-now.Sub(d.spentAt))
+	}
+	d.spentAt = now
 }
 
 // Run calls fire for pending triggers until ctx ends. It triggers once at start, so the first
@@ -93,9 +113,10 @@ func (d *Debouncer) next() (time.Duration, bool) {
 		return 0, false
 	}
 	now := d.clock.Now()
-	var wait time.Duration
+	d.refill(now)
+	wait := d.spent - costBurst
 	if !d.last.IsZero() {
-		wait = d.last.Add(max(d.interval, 2*d.cost)).Sub(now)
+		wait = max(wait, d.last.Add(d.interval).Sub(now))
 	}
 	if wait <= 0 {
 		d.pending, d.last = false, now

@@ -151,29 +151,49 @@ func TestDebouncerBoundsASteadyStream(t *testing.T) {
 	h.noCall()
 }
 
-// Tests that work reported longer than half the interval spaces calls by twice that work, so
-// calls never keep a core more than half busy; and that a cheap call brings the interval back.
-func TestDebouncerSpacesCallsByTwiceTheirCost(t *testing.T) {
+// Tests that costly calls in quick succession are called at once while the work budget lasts
+// (costBurst beyond twice their work), then spaced by twice their reported work, so a steady
+// stream never keeps a core more than half busy; and that idle time gives the budget back.
+func TestDebouncerSpendsItsBudgetThenSpacesCallsByTwiceTheirCost(t *testing.T) {
 	t.Parallel()
-	h := startHarness(t)
+	const cost = 300 * time.Millisecond
+	h := startHarness(t) // interval 100 ms
 	h.call()
 	h.idle()
-	h.d.Cost(80 * time.Millisecond)
+	h.d.Cost(cost) // budget spent: 600 ms
+	for i := 1; i <= 2; i++ {
+		h.clock.Step(100 * time.Millisecond)
+		h.d.Trigger()
+		if at, want := h.call(), time.Duration(i)*100*time.Millisecond; at != want {
+			t.Fatalf("call %d at t0+%v, want at once (t0+%v): the budget is not spent", i, at, want)
+		}
+		h.idle()
+		h.d.Cost(cost) // spent: 1100 ms, then 1600 ms
+	}
+	h.clock.Step(100 * time.Millisecond) // t0+300ms, 1500 ms spent: 500 ms beyond costBurst
 	h.d.Trigger()
 	h.armed()
-	h.clock.Step(100 * time.Millisecond)
-	h.armed()
+	h.step(499 * time.Millisecond)
 	h.noCall()
-	h.clock.Step(60 * time.Millisecond)
-	if at := h.call(); at != 160*time.Millisecond {
-		t.Fatalf("called at t0+%v, want t0+160ms, twice the reported cost after the first call", at)
+	h.clock.Step(time.Millisecond)
+	if at := h.call(); at != 800*time.Millisecond {
+		t.Fatalf("called at t0+%v, want t0+800ms, once the budget is back within costBurst", at)
 	}
 	h.idle()
-	h.d.Cost(time.Millisecond)
+	h.d.Cost(cost)
 	h.d.Trigger()
 	h.armed()
-	h.clock.Step(100 * time.Millisecond)
-	if at := h.call(); at != 260*time.Millisecond {
-		t.Fatalf("called at t0+%v, want t0+260ms, one interval after the previous call", at)
+	h.step(599 * time.Millisecond)
+	h.noCall()
+	h.clock.Step(time.Millisecond)
+	if at := h.call(); at != 1400*time.Millisecond {
+		t.Fatalf("called at t0+%v, want t0+1400ms: a steady stream is spaced by twice the cost", at)
+	}
+	h.idle()
+	h.d.Cost(cost)
+	h.clock.Step(2 * time.Second)
+	h.d.Trigger()
+	if at := h.call(); at != 3400*time.Millisecond {
+		t.Fatalf("called at t0+%v, want at once after an idle 2 s (t0+3400ms)", at)
 	}
 }

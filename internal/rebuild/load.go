@@ -61,6 +61,7 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 		routes     gwapiv1.HTTPRouteList
 		grants     gwapiv1.ReferenceGrantList
 		policies   gwapiv1.BackendTLSPolicyList
+		sets       gwapiv1.ListenerSetList
 		configMaps corev1.ConfigMapList
 		services   corev1.ServiceList
 		slices     discoveryv1.EndpointSliceList
@@ -70,7 +71,7 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 		proxies    appsv1.DeploymentList
 	)
 	params.SetGroupVersionKind(GatewayParametersGVK.GroupVersion().WithKind(GatewayParametersGVK.Kind + "List"))
-	for _, list := range []client.ObjectList{&classes, &gateways, &routes, &grants, &policies, &configMaps, &services, &slices, &secrets, &namespaces, &params, &proxies} {
+	for _, list := range []client.ObjectList{&classes, &gateways, &routes, &grants, &policies, &sets, &configMaps, &services, &slices, &secrets, &namespaces, &params, &proxies} {
 		if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			return Input{}, fmt.Errorf("list %T: %w", list, err)
 		}
@@ -80,6 +81,7 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 	fill(cs.HTTPRoutes, routes.Items)
 	fill(cs.ReferenceGrants, grants.Items)
 	fill(cs.BackendTLSPolicies, policies.Items)
+	fill(cs.ListenerSets, sets.Items)
 	fill(cs.ConfigMaps, configMaps.Items)
 	fill(cs.Services, services.Items)
 	fill(cs.EndpointSlices, slices.Items)

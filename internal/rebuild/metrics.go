@@ -22,6 +22,7 @@ const (
 type Metrics struct {
 	duration *prometheus.HistogramVec
 	size     *prometheus.HistogramVec
+	failures *prometheus.CounterVec
 }
 
 // NewMetrics creates the pipeline's metrics and registers them with reg when it is not nil (the
@@ -39,11 +40,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Encoded size in bytes of each new snapshot version a rebuild published, by scope kind (shared-pool, gateway).",
 			Buckets: prometheus.ExponentialBuckets(1024, 4, 10),
 		}, []string{"scope_kind"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coxswain_rebuild_scope_failures_total",
+			Help: "Scopes whose compile or encode failed in a rebuild, by scope kind (shared-pool, gateway); such a scope keeps publishing its last snapshot.",
+		}, []string{"scope_kind"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	if err := errors.Join(reg.Register(m.duration), reg.Register(m.size)); err != nil {
+	if err := errors.Join(reg.Register(m.duration), reg.Register(m.size), reg.Register(m.failures)); err != nil {
 		return nil, fmt.Errorf("register rebuild metrics: %w", err)
 	}
 	return m, nil
@@ -67,9 +72,22 @@ func (m *Metrics) observeSnapshot(scope cache.Scope, resources []*discoveryv1.Re
 	for _, r := range resources {
 		size += proto.Size(r)
 	}
-	kind := scopeKindSharedPool
-	if scope.Kind == cache.KindGateway {
-		kind = scopeKindGateway
+	m.size.WithLabelValues(scopeKind(scope)).Observe(float64(size))
+}
+
+// observeFailures counts the scopes that failed in a rebuild.
+func (m *Metrics) observeFailures(failed []ScopeFailure) {
+	if m == nil {
+		return
 	}
-	m.size.WithLabelValues(kind).Observe(float64(size))
+	for _, f := range failed {
+		m.failures.WithLabelValues(scopeKind(f.Scope)).Inc()
+	}
+}
+
+func scopeKind(scope cache.Scope) string {
+	if scope.Kind == cache.KindGateway {
+		return scopeKindGateway
+	}
+	return scopeKindSharedPool
 }

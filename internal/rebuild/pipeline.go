@@ -8,11 +8,9 @@ import (
 	"sync/atomic"
 
 	"coxswain.dev/coxswain/discovery/server/cache"
-	"coxswain.dev/coxswain/internal/encode"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/identity/trustbundle"
 	"coxswain.dev/coxswain/internal/scopeauth"
-	"coxswain.dev/coxswain/internal/snapshot"
 	"coxswain.dev/coxswain/internal/state"
 )
 
@@ -38,8 +36,12 @@ type Pipeline struct {
 	Metrics *Metrics
 
 	scopes      map[cache.Scope]bool
+	inc         incremental
 	lastTrust   []trustbundle.Target
 	trustSynced bool
+	// scopeHook, when set, runs at the start of every scope's compile, inside the boundary
+	// that turns a panic into that scope's failure (tests make scopes fail with it).
+	scopeHook func(cache.Scope)
 	// status writes status in the background once RunStatus runs; until then Rebuild writes it
 	// itself.
 	status atomic.Pointer[statusLoop]
@@ -75,6 +77,9 @@ type Result struct {
 	Scopes, Changed, Removed []cache.Scope
 	// Versions holds the new version of every Changed scope.
 	Versions map[cache.Scope]string
+	// Failed are the scopes whose compile or encode failed, with why; each keeps publishing
+	// the snapshot it had (if any), and every other scope is published as usual.
+	Failed []ScopeFailure
 	// AuthorityChanged is true when some Gateway's expected ServiceAccount changed.
 	AuthorityChanged bool
 	// StatusWritten counts the objects whose status was patched, when the rebuild wrote status
@@ -95,13 +100,14 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	if in.CRDChannel != "" {
 		opts.CRDChannel = in.CRDChannel
 	}
+	changes := p.inc.prepare(in.State, opts)
+	opts.Rules = p.inc.rules
 	g := graph.Build(in.State, opts)
-	encoded, err := encode.All(snapshot.Compile(g))
-	if err != nil {
-		return Result{}, fmt.Errorf("encode snapshots: %w", err)
-	}
+	encoded, failed := p.inc.encode(g, changes, p.scopeHook)
+	p.inc.seen = p.inc.seen.update(in.State, opts, changes)
+	p.Metrics.observeFailures(failed)
 	authorityChanged := p.Authority.Update(g)
-	res, err := p.publish(encoded)
+	res, err := p.publish(encoded, failed)
 	res.AuthorityChanged = authorityChanged
 	if err != nil {
 		return res, err
@@ -129,20 +135,30 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	return res, nil
 }
 
-// publish sets every encoded scope in the cache and deletes the scopes set before but not now.
-func (p *Pipeline) publish(encoded []*encode.Encoded) (Result, error) {
-	var res Result
+// publish sets the snapshot of every scope encoded anew in the cache and deletes the scopes set
+// before but served no more. A scope whose encoding is the one already published costs nothing
+// (its version was not computed again either); a scope that failed keeps what it had.
+func (p *Pipeline) publish(encoded []scopeEncoding, failed []ScopeFailure) (Result, error) {
+	res := Result{Failed: failed}
 	if p.scopes == nil {
 		p.scopes = map[cache.Scope]bool{}
 	}
-	next := make(map[cache.Scope]bool, len(encoded))
-	for _, e := range encoded {
-		next[e.Scope], p.scopes[e.Scope] = true, true
+	next := make(map[cache.Scope]bool, len(encoded)+len(failed))
+	for _, f := range failed {
+		next[f.Scope] = true
+	}
+	for _, se := range encoded {
+		e := se.Encoded
+		res.Scopes = append(res.Scopes, e.Scope)
+		next[e.Scope] = true
+		if se.Unchanged && p.scopes[e.Scope] {
+			continue
+		}
+		p.scopes[e.Scope] = true
 		changed, err := p.Cache.SetSnapshot(e.Scope, e.Snapshot)
 		if err != nil {
 			return res, fmt.Errorf("set snapshot of %s: %w", e.Scope, err)
 		}
-		res.Scopes = append(res.Scopes, e.Scope)
 		if changed {
 			res.Changed = append(res.Changed, e.Scope)
 			if res.Versions == nil {
@@ -152,6 +168,11 @@ func (p *Pipeline) publish(encoded []*encode.Encoded) (Result, error) {
 			p.Metrics.observeSnapshot(e.Scope, e.Resources)
 		}
 	}
+	for _, f := range failed {
+		res.Scopes = append(res.Scopes, f.Scope)
+	}
+	sortScopes(res.Scopes)
+	sortScopes(res.Changed)
 	for scope := range p.scopes {
 		if next[scope] {
 			continue
@@ -161,6 +182,10 @@ func (p *Pipeline) publish(encoded []*encode.Encoded) (Result, error) {
 			res.Removed = append(res.Removed, scope)
 		}
 	}
-	slices.SortFunc(res.Removed, func(a, b cache.Scope) int { return strings.Compare(a.String(), b.String()) })
+	sortScopes(res.Removed)
 	return res, nil
+}
+
+func sortScopes(s []cache.Scope) {
+	slices.SortFunc(s, func(a, b cache.Scope) int { return strings.Compare(a.String(), b.String()) })
 }

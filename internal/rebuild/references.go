@@ -20,8 +20,10 @@ import (
 // The set is a superset, computed from the cluster state without resolving anything, so it never
 // misses a reference the graph would follow: every backendRef and mirror backendRef of every
 // HTTPRoute, whichever Gateway it names and whether or not that Service exists yet (its
-// creation must resolve the route); every certificateRef of every Gateway listener and every Gateway's backend clientCertificateRef; every
-// ConfigMap caCertificateRef of every BackendTLSPolicy; and the proxies' own Services (labelled ProxyLabel=ProxyLabelValue, or annotated as a shared pool
+// creation must resolve the route); every certificateRef of every Gateway and ListenerSet
+// listener and every Gateway's backend clientCertificateRef; every ConfigMap caCertificateRef of
+// every BackendTLSPolicy and of every Gateway's spec.tls.frontend; and the proxies' own Services
+// (labelled ProxyLabel=ProxyLabelValue, or annotated as a shared pool
 // Gateway's), which give Gateways their addresses and record the shared pool's internal ports.
 type References struct {
 	services   map[types.NamespacedName]bool
@@ -52,7 +54,20 @@ func ReferencesOf(cs *state.ClusterState) References {
 				refs.secrets[types.NamespacedName{Namespace: namespaceOr(ref.Namespace, key.Namespace), Name: string(ref.Name)}] = true
 			}
 		}
+		refs.addFrontendCAs(key.Namespace, gw.Spec.TLS)
 		for _, l := range gw.Spec.Listeners {
+			if l.TLS == nil {
+				continue
+			}
+			for _, ref := range l.TLS.CertificateRefs {
+				if (ref.Group == nil || *ref.Group == "") && (ref.Kind == nil || *ref.Kind == "Secret") {
+					refs.secrets[types.NamespacedName{Namespace: namespaceOr(ref.Namespace, key.Namespace), Name: string(ref.Name)}] = true
+				}
+			}
+		}
+	}
+	for key, ls := range cs.ListenerSets {
+		for _, l := range ls.Spec.Listeners {
 			if l.TLS == nil {
 				continue
 			}
@@ -71,6 +86,27 @@ func ReferencesOf(cs *state.ClusterState) References {
 		}
 	}
 	return refs
+}
+
+// addFrontendCAs adds the ConfigMap caCertificateRefs of a Gateway's spec.tls.frontend.
+func (r References) addFrontendCAs(namespace string, cfg *gwapiv1.GatewayTLSConfig) {
+	if cfg == nil || cfg.Frontend == nil {
+		return
+	}
+	validations := []*gwapiv1.FrontendTLSValidation{cfg.Frontend.Default.Validation}
+	for _, pp := range cfg.Frontend.PerPort {
+		validations = append(validations, pp.TLS.Validation)
+	}
+	for _, v := range validations {
+		if v == nil {
+			continue
+		}
+		for _, ref := range v.CACertificateRefs {
+			if ref.Group == "" && ref.Kind == "ConfigMap" {
+				r.configMaps[types.NamespacedName{Namespace: namespaceOr(ref.Namespace, namespace), Name: string(ref.Name)}] = true
+			}
+		}
+	}
 }
 
 // isProxyService reports whether svc is a proxy's own Service, which matters by what it is,

@@ -2,8 +2,6 @@ package rebuild
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +13,7 @@ import (
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/snapshot"
 	"coxswain.dev/coxswain/internal/state"
+	"coxswain.dev/coxswain/internal/state/statetest"
 )
 
 // output is everything a rebuild produces from a state: statuses and snapshots.
@@ -37,22 +36,12 @@ func output(t *testing.T, cs *state.ClusterState) []byte {
 // have been dropped (the test fails if a case has nothing unreferenced to remove, so it cannot
 // pass vacuously overall).
 func TestReferencesNeverHideAChangeThatMatters(t *testing.T) {
-	inputs, err := filepath.Glob("../graph/testdata/*.in.yaml")
-	if err != nil || len(inputs) == 0 {
-		t.Fatalf("no graph golden inputs: %v", err)
-	}
 	removed := 0
+	inputs := statetest.GoldenInputs(t, "../graph/testdata")
 	for _, in := range inputs {
-		t.Run(filepath.Base(in), func(t *testing.T) {
-			raw, err := os.ReadFile(in) //nolint:gosec // a test fixture path from Glob
-			if err != nil {
-				t.Fatal(err)
-			}
+		t.Run(in.Name, func(t *testing.T) {
 			decode := func() *state.ClusterState {
-				cs, err := state.Decode(bytes.NewReader(raw))
-				if err != nil {
-					t.Fatal(err)
-				}
+				cs := in.State(t)
 				addBystanders(cs)
 				return cs
 			}
@@ -126,6 +115,19 @@ kind: Gateway
 metadata: {name: web, namespace: infra}
 spec:
   gatewayClassName: any
+  tls:
+    frontend:
+      default:
+        validation:
+          caCertificateRefs:
+          - {group: "", kind: ConfigMap, name: client-ca}
+      perPort:
+      - port: 8443
+        tls:
+          validation:
+            caCertificateRefs:
+            - {group: "", kind: ConfigMap, name: partner-ca, namespace: pki}
+            - {group: "", kind: Secret, name: not-a-configmap-either}
   listeners:
   - name: https
     port: 443
@@ -206,6 +208,10 @@ spec:
 		{configMap("app", "backend-ca"), true},
 		{configMap("other", "backend-ca"), false},
 		{configMap("app", "not-a-configmap"), false},
+		{configMap("infra", "client-ca"), true},
+		{configMap("pki", "partner-ca"), true},
+		{configMap("app", "client-ca"), false},
+		{configMap("infra", "not-a-configmap-either"), false},
 	} {
 		if got := refs.Matters(tt.obj); got != tt.want {
 			t.Errorf("Matters(%T %v) = %v, want %v", tt.obj, tt.obj.(metav1.Object).GetName(), got, tt.want)

@@ -15,18 +15,57 @@ import (
 // dedicated Gateway, and the shared pool, which is always present (possibly empty) so shared
 // proxies always have a snapshot to serve.
 func Compile(g *graph.Graph) []*Snapshot {
-	c := &compiler{scopes: map[Scope]*scopeBuilder{}}
-	c.scope(SharedPool())
-	for _, gw := range g.Gateways {
-		if gw.Accepted {
-			c.compileGateway(gw)
-		}
+	plans := Plan(g)
+	out := make([]*Snapshot, 0, len(plans))
+	for _, p := range plans {
+		out = append(out, CompileScope(p, g.Clusters, nil))
 	}
-	return c.finish(g.Clusters)
+	return out
 }
 
-type compiler struct {
-	scopes map[Scope]*scopeBuilder
+// ScopePlan is one scope with the accepted Gateways it serves, in the graph's order.
+type ScopePlan struct {
+	Scope    Scope
+	Gateways []*graph.Gateway
+}
+
+// Plan groups the accepted Gateways of g by scope, sorted by scope. The shared pool is always
+// there.
+func Plan(g *graph.Graph) []ScopePlan {
+	index := map[Scope]int{SharedPool(): 0}
+	plans := []ScopePlan{{Scope: SharedPool()}}
+	for _, gw := range g.Gateways {
+		if !gw.Accepted {
+			continue
+		}
+		s := ScopeOf(gw)
+		i, ok := index[s]
+		if !ok {
+			i = len(plans)
+			index[s] = i
+			plans = append(plans, ScopePlan{Scope: s})
+		}
+		plans[i].Gateways = append(plans[i].Gateways, gw)
+	}
+	slices.SortFunc(plans, func(a, b ScopePlan) int { return cmp.Compare(a.Scope.String(), b.Scope.String()) })
+	return plans
+}
+
+// CompileScope compiles one scope of Plan. With a memo (of this scope only: it holds the
+// scope's key material), it reuses the virtual hosts, listeners, clusters and secrets that the
+// previous compile with that memo produced and that did not change, so that their pointers stay
+// the same, and recompiles only the routes marked with RouteChanged; the result equals a compile
+// without a memo.
+func CompileScope(p ScopePlan, clusters []*graph.Cluster, memo *Memo) *Snapshot {
+	sb := newScopeBuilder(p.Scope)
+	sb.memo = memo
+	for _, gw := range p.Gateways {
+		sb.compileGateway(gw)
+	}
+	sb.fillSecrets()
+	sb.fillClusters(clusters)
+	memo.finish(sb)
+	return sb.snap
 }
 
 // scopeBuilder gathers a scope's listeners and what they reference.
@@ -34,24 +73,21 @@ type scopeBuilder struct {
 	snap     *Snapshot
 	secrets  map[string]*corev1.Secret
 	clusters map[string]bool
-	// clientCerts records, per cluster, the backend client certificate of every Gateway whose
-	// routes use it ("" for a Gateway without one); gateway is the one being compiled.
-	clientCerts map[string]map[string]*corev1.Secret
+	// clientCerts records, per cluster, the backend client certificate of the Gateways whose
+	// routes use it; gateway is the one being compiled.
+	clientCerts map[string]clientCertNote
 	gateway     *graph.Gateway
+	// memo, when set, holds the previous compile of this scope.
+	memo *Memo
 }
 
-func (c *compiler) scope(s Scope) *scopeBuilder {
-	sb, ok := c.scopes[s]
-	if !ok {
-		sb = &scopeBuilder{
-			snap:        &Snapshot{Scope: s},
-			secrets:     map[string]*corev1.Secret{},
-			clusters:    map[string]bool{},
-			clientCerts: map[string]map[string]*corev1.Secret{},
-		}
-		c.scopes[s] = sb
+func newScopeBuilder(s Scope) *scopeBuilder {
+	return &scopeBuilder{
+		snap:        &Snapshot{Scope: s},
+		secrets:     map[string]*corev1.Secret{},
+		clusters:    map[string]bool{},
+		clientCerts: map[string]clientCertNote{},
 	}
-	return sb
 }
 
 // ScopeOf returns the scope that serves a Gateway.
@@ -62,12 +98,11 @@ func ScopeOf(gw *graph.Gateway) Scope {
 	return Scope{Kind: ScopeGateway, Namespace: gw.Source.Namespace, Name: gw.Source.Name, ProxyName: gw.ProxyName}
 }
 
-func (c *compiler) compileGateway(gw *graph.Gateway) {
-	sb := c.scope(ScopeOf(gw))
+func (sb *scopeBuilder) compileGateway(gw *graph.Gateway) {
 	sb.gateway = gw
 	defer func() { sb.gateway = nil }()
 	byPort := map[int32][]*graph.Listener{}
-	for _, l := range gw.Listeners {
+	for _, l := range gw.AllListeners() {
 		if l.Programmed() {
 			byPort[l.Port] = append(byPort[l.Port], l)
 		}
@@ -104,6 +139,8 @@ func (sb *scopeBuilder) compileListener(gw *graph.Gateway, port, bind int32, ls 
 		Gateway:  key.String(),
 		Port:     bind,
 		Protocol: string(ls[0].Protocol),
+		// The HTTPS listeners of a Gateway port share spec.tls.frontend's validation for it.
+		ClientValidation: ls[0].ClientValidation,
 	}
 	for _, l := range ls {
 		out.VirtualHosts = append(out.VirtualHosts, sb.compileVirtualHost(l))
@@ -111,48 +148,44 @@ func (sb *scopeBuilder) compileListener(gw *graph.Gateway, port, bind int32, ls 
 	slices.SortFunc(out.VirtualHosts, func(a, b *VirtualHost) int {
 		return cmp.Or(graph.CompareHostnameSpecificity(a.Hostname, b.Hostname), cmp.Compare(a.Name, b.Name))
 	})
-	return out
+	return sb.memo.listener(out)
 }
 
 func (sb *scopeBuilder) compileVirtualHost(l *graph.Listener) *VirtualHost {
-	vh := &VirtualHost{Name: l.Name, Hostname: l.Hostname}
+	vh := &VirtualHost{Name: l.QualifiedName(), Hostname: l.Hostname}
 	for _, s := range l.Certificates {
 		name := s.Namespace + "/" + s.Name
 		vh.Certificates = append(vh.Certificates, name)
 		sb.secrets[name] = s
+	}
+	if sb.memo != nil {
+		return sb.memo.virtualHost(sb, vh, l)
 	}
 	var entries []entry
 	for _, att := range l.Routes {
 		entries = sb.compileAttachment(entries, att, l)
 	}
 	slices.SortFunc(entries, comparePrecedence)
-	vh.Routes = make([]*Route, len(entries))
-	for i := range entries {
-		vh.Routes[i] = entries[i].route
-	}
+	vh.Routes = routesOf(entries)
 	return vh
 }
 
-// finish sorts the scopes and fills each with the secrets and clusters it references.
-func (c *compiler) finish(clusters []*graph.Cluster) []*Snapshot {
-	out := make([]*Snapshot, 0, len(c.scopes))
-	for _, sb := range c.scopes {
-		sb.fillSecrets()
-		sb.fillClusters(clusters)
-		out = append(out, sb.snap)
+func routesOf(entries []entry) []*Route {
+	out := make([]*Route, len(entries))
+	for i := range entries {
+		out[i] = entries[i].route
 	}
-	slices.SortFunc(out, func(a, b *Snapshot) int { return cmp.Compare(a.Scope.String(), b.Scope.String()) })
 	return out
 }
 
 // fillSecrets copies the key material of the listeners this scope serves, and no other.
 func (sb *scopeBuilder) fillSecrets() {
 	for name, s := range sb.secrets {
-		sb.snap.Secrets = append(sb.snap.Secrets, &Secret{
+		sb.snap.Secrets = append(sb.snap.Secrets, sb.memo.secret(&Secret{
 			Name:             name,
 			CertificateChain: string(s.Data[corev1.TLSCertKey]),
 			PrivateKey:       SecretBytes(slices.Clone(s.Data[corev1.TLSPrivateKeyKey])),
-		})
+		}))
 	}
 	slices.SortFunc(sb.snap.Secrets, func(a, b *Secret) int { return cmp.Compare(a.Name, b.Name) })
 }
@@ -170,8 +203,17 @@ func (sb *scopeBuilder) fillClusters(all []*graph.Cluster) {
 		for _, ep := range gc.Endpoints {
 			cl.Endpoints = append(cl.Endpoints, Endpoint{Address: ep.Address, Port: ep.Port})
 		}
-		sb.snap.Clusters = append(sb.snap.Clusters, cl)
+		sb.snap.Clusters = append(sb.snap.Clusters, sb.memo.cluster(cl))
 	}
+}
+
+// clientCertNote is what the Gateways that use a cluster say about its client certificate: the
+// Secret the first of them names (nil for none), and whether another names a different one or
+// none.
+type clientCertNote struct {
+	name     string
+	secret   *corev1.Secret
+	disagree bool
 }
 
 // noteClientCertificate records that the Gateway being compiled uses a cluster.
@@ -179,15 +221,18 @@ func (sb *scopeBuilder) noteClientCertificate(cluster string) {
 	if sb.gateway == nil {
 		return
 	}
-	certs := sb.clientCerts[cluster]
-	if certs == nil {
-		certs = map[string]*corev1.Secret{}
-		sb.clientCerts[cluster] = certs
+	var name string
+	s := sb.gateway.BackendClientCertificate
+	if s != nil {
+		name = s.Namespace + "/" + s.Name
 	}
-	if s := sb.gateway.BackendClientCertificate; s != nil {
-		certs[s.Namespace+"/"+s.Name] = s
-	} else {
-		certs[""] = nil
+	note, ok := sb.clientCerts[cluster]
+	switch {
+	case !ok:
+		sb.clientCerts[cluster] = clientCertNote{name: name, secret: s}
+	case !note.disagree && note.name != name:
+		note.disagree = true
+		sb.clientCerts[cluster] = note
 	}
 }
 
@@ -195,21 +240,15 @@ func (sb *scopeBuilder) noteClientCertificate(cluster string) {
 // Gateway of the scope that uses the cluster names the same one. A shared pool Gateway never
 // presents another Gateway's certificate, so Gateways that disagree present none.
 func (sb *scopeBuilder) clientCertificate(cluster string) *Secret {
-	certs := sb.clientCerts[cluster]
-	if len(certs) != 1 {
+	note := sb.clientCerts[cluster]
+	if note.disagree || note.secret == nil {
 		return nil
 	}
-	for name, s := range certs {
-		if s == nil {
-			return nil
-		}
-		return &Secret{
-			Name:             name,
-			CertificateChain: string(s.Data[corev1.TLSCertKey]),
-			PrivateKey:       SecretBytes(slices.Clone(s.Data[corev1.TLSPrivateKeyKey])),
-		}
+	return &Secret{
+		Name:             note.name,
+		CertificateChain: string(note.secret.Data[corev1.TLSCertKey]),
+		PrivateKey:       SecretBytes(slices.Clone(note.secret.Data[corev1.TLSPrivateKeyKey])),
 	}
-	return nil
 }
 
 // appProtocolH2C is the Kubernetes standard appProtocol of HTTP/2 over cleartext with prior

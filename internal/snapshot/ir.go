@@ -62,6 +62,10 @@ type Listener struct {
 	// request (and, for HTTPS, a handshake's SNI) selects the first virtual host whose hostname
 	// matches; when none does the answer is 404.
 	VirtualHosts []*VirtualHost `json:"virtualHosts"`
+	// ClientValidation, on an HTTPS listener, makes the proxy ask every client for a certificate
+	// and verify it against the CA certificates it holds (the Gateway's spec.tls.frontend for
+	// the port). Public material only.
+	ClientValidation *graph.FrontendValidation `json:"clientValidation,omitempty"`
 }
 
 // VirtualHost is one Gateway listener (section) on a port.

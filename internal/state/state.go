@@ -33,6 +33,9 @@ type ClusterState struct {
 	// Deployments are the proxy Deployments (labelled app.kubernetes.io/name=coxswain), whose
 	// readiness a Gateway's Programmed condition waits for.
 	Deployments map[types.NamespacedName]*appsv1.Deployment
+
+	// ListenerSets add listeners to the Gateways whose allowedListeners admit them.
+	ListenerSets map[types.NamespacedName]*gwapiv1.ListenerSet
 }
 
 // New returns an empty ClusterState with every map allocated.
@@ -50,6 +53,7 @@ func New() *ClusterState {
 		Namespaces:         map[types.NamespacedName]*corev1.Namespace{},
 		GatewayParameters:  map[types.NamespacedName]*metav1.PartialObjectMetadata{},
 		Deployments:        map[types.NamespacedName]*appsv1.Deployment{},
+		ListenerSets:       map[types.NamespacedName]*gwapiv1.ListenerSet{},
 	}
 }
 

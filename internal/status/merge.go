@@ -37,6 +37,7 @@ func Gateway(cur, want gwapiv1.GatewayStatus, addresses []gwapiv1.GatewayStatusA
 	next := *cur.DeepCopy()
 	next.Addresses = addresses
 	next.Conditions = Conditions(cur.Conditions, want.Conditions, now)
+	next.AttachedListenerSets = want.AttachedListenerSets
 	next.Listeners = make([]gwapiv1.ListenerStatus, 0, len(want.Listeners))
 	for _, l := range want.Listeners {
 		l = *l.DeepCopy()
@@ -48,6 +49,23 @@ func Gateway(cur, want gwapiv1.GatewayStatus, addresses []gwapiv1.GatewayStatusA
 		if l.SupportedKinds == nil {
 			l.SupportedKinds = []gwapiv1.RouteGroupKind{} // required, even when empty
 		}
+		next.Listeners = append(next.Listeners, l)
+	}
+	return next
+}
+
+// ListenerSet returns the status of a ListenerSet with want merged over cur.
+func ListenerSet(cur, want gwapiv1.ListenerSetStatus, now metav1.Time) gwapiv1.ListenerSetStatus {
+	next := *cur.DeepCopy()
+	next.Conditions = Conditions(cur.Conditions, want.Conditions, now)
+	next.Listeners = make([]gwapiv1.ListenerEntryStatus, 0, len(want.Listeners))
+	for _, l := range want.Listeners {
+		l = *l.DeepCopy()
+		var old []metav1.Condition
+		if i := slices.IndexFunc(cur.Listeners, func(c gwapiv1.ListenerEntryStatus) bool { return c.Name == l.Name }); i >= 0 {
+			old = cur.Listeners[i].Conditions
+		}
+		l.Conditions = Conditions(old, l.Conditions, now)
 		next.Listeners = append(next.Listeners, l)
 	}
 	return next

@@ -85,12 +85,23 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
 		count(w.writeBackendTLSPolicy(ctx, cs.BackendTLSPolicies[key], g.ControllerName, want.Ancestors, now))
 	}
+	for _, want := range st.ListenerSets {
+		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
+		ls := w.withParent(cs, want, st.Gateways, services[want.Gateway])
+		count(w.writeListenerSet(ctx, cs.ListenerSets[key], ls, now))
+	}
 	return written, errors.Join(errs...)
 }
 
 func (w *Writer) writeBackendTLSPolicy(ctx context.Context, src *gwapiv1.BackendTLSPolicy, controller gwapiv1.GatewayController, want []gwapiv1.PolicyAncestorStatus, now metav1.Time) (bool, error) {
 	return write(ctx, w, "BackendTLSPolicy", src, func(obj *gwapiv1.BackendTLSPolicy) {
 		obj.Status.Ancestors = PolicyAncestors(obj.Status.Ancestors, controller, want, now)
+	})
+}
+
+func (w *Writer) writeListenerSet(ctx context.Context, src *gwapiv1.ListenerSet, want gwapiv1.ListenerSetStatus, now metav1.Time) (bool, error) {
+	return write(ctx, w, "ListenerSet", src, func(obj *gwapiv1.ListenerSet) {
+		obj.Status = ListenerSet(obj.Status, want, now)
 	})
 }
 

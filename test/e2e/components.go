@@ -20,6 +20,8 @@ import (
 const (
 	// OperatorProbePort serves the operator's /healthz and /readyz.
 	OperatorProbePort = 18081
+	// OperatorPprofPort serves the operator's runtime profiles when a benchmark asks for them.
+	OperatorPprofPort = 18082
 	// GatewayPort is the port of the shared pool Gateway's listener. The shared proxy serves it
 	// on the Gateway's internal port, which the Gateway's Service maps it to (see
 	// suite.gatewayAddr).

@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +29,10 @@ const (
 	EnvPropagation = "COXSWAIN_BENCH_PROPAGATION"
 	// EnvPropagationOut names a file the results table is written to, in Markdown.
 	EnvPropagationOut = "COXSWAIN_BENCH_PROPAGATION_OUT"
+	// EnvPropagationProfiles names a directory: the operator and the shared proxy then serve
+	// runtime profiles, and CPU profiles of both over the probes at the largest size without
+	// churn are written there (operator.pprof, proxy.pprof).
+	EnvPropagationProfiles = "COXSWAIN_BENCH_PROPAGATION_PROFILES"
 
 	// pollEvery is how often a probe asks whether its change is live.
 	pollEvery = 2 * time.Millisecond
@@ -55,6 +61,8 @@ func TestRoutePropagation(t *testing.T) {
 		t.Skip(EnvSwitch + "=skip: the benchmark runs only inside its private namespaces")
 	}
 	s := newSuite(t)
+	profiles := os.Getenv(EnvPropagationProfiles)
+	s.profile = profiles != ""
 	s.runScenarios([]scenario{
 		{operatorReady, nil, s.operatorBecomesReady},
 		{proxyReady, []string{operatorReady}, s.sharedProxyBecomesReady},
@@ -81,7 +89,14 @@ func TestRoutePropagation(t *testing.T) {
 			if churn {
 				stop = b.churn(ctx, t)
 			}
+			var profiled func()
+			if profiles != "" && size == propagationSizes[len(propagationSizes)-1] && !churn {
+				profiled = s.profileCPU(ctx, t, profiles)
+			}
 			create, remove, shift := b.probe(ctx, t)
+			if profiled != nil {
+				profiled()
+			}
 			edits := stop()
 			label := fmt.Sprintf("%d routes", size)
 			if churn {
@@ -364,4 +379,49 @@ func propagationTable(rows []propagationRow) string {
 			ms(percentile(r.d, 50)), ms(percentile(r.d, 99)), ms(percentile(r.d, 100)), r.errors, r.lost)
 	}
 	return sb.String()
+}
+
+// profiledSeconds is how long the CPU profiles of the probes at the largest size run: about
+// the probes' own duration there.
+const profiledSeconds = 20
+
+// profileCPU starts CPU profiles of the operator and the shared proxy, and returns a function
+// that waits for them and writes them into dir.
+func (s *suite) profileCPU(ctx context.Context, t *testing.T, dir string) func() {
+	t.Helper()
+	targets := map[string]string{
+		"operator": loopback(OperatorPprofPort),
+		"proxy":    s.shared.opts.HealthAddr(),
+	}
+	var wg sync.WaitGroup
+	for name, addr := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, profiledSeconds)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("CPU profile of the %s: %v", name, err)
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("CPU profile of the %s: status %d, %v", name, resp.StatusCode, err)
+				return
+			}
+			path := filepath.Join(dir, name+".pprof")
+			if err := os.WriteFile(path, body, 0o644); err != nil { //nolint:gosec // a profile, not a secret
+				t.Error(err)
+				return
+			}
+			t.Logf("CPU profile of the %s over %d s of probes: %s", name, profiledSeconds, path)
+		}()
+	}
+	return wg.Wait
 }

@@ -31,6 +31,9 @@ type suite struct {
 	bundle      string // trust bundle file
 	starts      map[string]int
 	failed      []window // the scenarios that failed
+	// profile makes the operator and the shared proxy serve runtime profiles (the operator on
+	// OperatorPprofPort, a proxy on its health address).
+	profile bool
 }
 
 // window is when a scenario ran.
@@ -95,7 +98,11 @@ func (s *suite) startOperator(t *testing.T, ttl time.Duration) *Process {
 // startOperatorWith runs the operator with o.
 func (s *suite) startOperatorWith(t *testing.T, o OperatorOptions) *Process {
 	t.Helper()
-	return s.start(t, "operator", s.bins.Operator, OperatorArgs(o), []string{"KUBECONFIG=" + o.Kubeconfig})
+	args := OperatorArgs(o)
+	if s.profile {
+		args = append(args, "--pprof-bind-address="+loopback(OperatorPprofPort))
+	}
+	return s.start(t, "operator", s.bins.Operator, args, []string{"KUBECONFIG=" + o.Kubeconfig})
 }
 
 // writeFile writes data to a new file of the suite's directory and returns its path.
@@ -121,7 +128,11 @@ func (s *suite) tokenFile(ctx context.Context, t *testing.T, sa string) string {
 // startProxy runs a proxy with opts.
 func (s *suite) startProxy(t *testing.T, opts ProxyOptions) *proxy {
 	t.Helper()
-	p := s.start(t, "proxy-"+opts.NodeID, s.bins.Proxy, ProxyArgs(opts), nil)
+	args := ProxyArgs(opts)
+	if s.profile {
+		args = append(args, "--pprof")
+	}
+	p := s.start(t, "proxy-"+opts.NodeID, s.bins.Proxy, args, nil)
 	return &proxy{Process: p, opts: opts, health: NewHealth(opts.HealthAddr())}
 }
 

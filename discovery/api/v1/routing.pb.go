@@ -206,9 +206,13 @@ type Listener struct {
 	// virtual_hosts are the Gateway listeners on this port, most specific hostname first. A request
 	// (and, for HTTPS, the handshake's SNI) selects the first virtual host whose hostname matches;
 	// when none matches the answer is 404.
-	VirtualHosts  []*VirtualHost `protobuf:"bytes,5,rep,name=virtual_hosts,json=virtualHosts,proto3" json:"virtual_hosts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	VirtualHosts []*VirtualHost `protobuf:"bytes,5,rep,name=virtual_hosts,json=virtualHosts,proto3" json:"virtual_hosts,omitempty"`
+	// client_validation, on an HTTPS listener, makes the proxy ask every client for a certificate
+	// and verify it against the CA certificates it holds (the Gateway's spec.tls.frontend for the
+	// port). Sent only to the scope of that Gateway.
+	ClientValidation *ClientValidation `protobuf:"bytes,6,opt,name=client_validation,json=clientValidation,proto3" json:"client_validation,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Listener) Reset() {
@@ -276,6 +280,69 @@ func (x *Listener) GetVirtualHosts() []*VirtualHost {
 	return nil
 }
 
+func (x *Listener) GetClientValidation() *ClientValidation {
+	if x != nil {
+		return x.ClientValidation
+	}
+	return nil
+}
+
+// ClientValidation is how an HTTPS listener validates client certificates.
+type ClientValidation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ca_certificates_pem are the roots a client's chain must verify against; never empty.
+	CaCertificatesPem []byte `protobuf:"bytes,1,opt,name=ca_certificates_pem,json=caCertificatesPem,proto3" json:"ca_certificates_pem,omitempty"`
+	// insecure_fallback lets a client without a valid certificate through (AllowInsecureFallback);
+	// otherwise the handshake fails without one.
+	InsecureFallback bool `protobuf:"varint,2,opt,name=insecure_fallback,json=insecureFallback,proto3" json:"insecure_fallback,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ClientValidation) Reset() {
+	*x = ClientValidation{}
+	mi := &file_v1_routing_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientValidation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientValidation) ProtoMessage() {}
+
+func (x *ClientValidation) ProtoReflect() protoreflect.Message {
+	mi := &file_v1_routing_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientValidation.ProtoReflect.Descriptor instead.
+func (*ClientValidation) Descriptor() ([]byte, []int) {
+	return file_v1_routing_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClientValidation) GetCaCertificatesPem() []byte {
+	if x != nil {
+		return x.CaCertificatesPem
+	}
+	return nil
+}
+
+func (x *ClientValidation) GetInsecureFallback() bool {
+	if x != nil {
+		return x.InsecureFallback
+	}
+	return false
+}
+
 // VirtualHost is one Gateway listener (section) on a port.
 type VirtualHost struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -295,7 +362,7 @@ type VirtualHost struct {
 
 func (x *VirtualHost) Reset() {
 	*x = VirtualHost{}
-	mi := &file_v1_routing_proto_msgTypes[1]
+	mi := &file_v1_routing_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +374,7 @@ func (x *VirtualHost) String() string {
 func (*VirtualHost) ProtoMessage() {}
 
 func (x *VirtualHost) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[1]
+	mi := &file_v1_routing_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +387,7 @@ func (x *VirtualHost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualHost.ProtoReflect.Descriptor instead.
 func (*VirtualHost) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{1}
+	return file_v1_routing_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *VirtualHost) GetName() string {
@@ -375,7 +442,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_v1_routing_proto_msgTypes[2]
+	mi := &file_v1_routing_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +454,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[2]
+	mi := &file_v1_routing_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +467,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{2}
+	return file_v1_routing_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Route) GetName() string {
@@ -475,7 +542,7 @@ type RouteMatch struct {
 
 func (x *RouteMatch) Reset() {
 	*x = RouteMatch{}
-	mi := &file_v1_routing_proto_msgTypes[3]
+	mi := &file_v1_routing_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +554,7 @@ func (x *RouteMatch) String() string {
 func (*RouteMatch) ProtoMessage() {}
 
 func (x *RouteMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[3]
+	mi := &file_v1_routing_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +567,7 @@ func (x *RouteMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteMatch.ProtoReflect.Descriptor instead.
 func (*RouteMatch) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{3}
+	return file_v1_routing_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RouteMatch) GetPath() *PathMatch {
@@ -542,7 +609,7 @@ type PathMatch struct {
 
 func (x *PathMatch) Reset() {
 	*x = PathMatch{}
-	mi := &file_v1_routing_proto_msgTypes[4]
+	mi := &file_v1_routing_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +621,7 @@ func (x *PathMatch) String() string {
 func (*PathMatch) ProtoMessage() {}
 
 func (x *PathMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[4]
+	mi := &file_v1_routing_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +634,7 @@ func (x *PathMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathMatch.ProtoReflect.Descriptor instead.
 func (*PathMatch) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{4}
+	return file_v1_routing_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PathMatch) GetType() MatchType {
@@ -596,7 +663,7 @@ type ValueMatch struct {
 
 func (x *ValueMatch) Reset() {
 	*x = ValueMatch{}
-	mi := &file_v1_routing_proto_msgTypes[5]
+	mi := &file_v1_routing_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +675,7 @@ func (x *ValueMatch) String() string {
 func (*ValueMatch) ProtoMessage() {}
 
 func (x *ValueMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[5]
+	mi := &file_v1_routing_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +688,7 @@ func (x *ValueMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValueMatch.ProtoReflect.Descriptor instead.
 func (*ValueMatch) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{5}
+	return file_v1_routing_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ValueMatch) GetType() MatchType {
@@ -663,7 +730,7 @@ type Filter struct {
 
 func (x *Filter) Reset() {
 	*x = Filter{}
-	mi := &file_v1_routing_proto_msgTypes[6]
+	mi := &file_v1_routing_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +742,7 @@ func (x *Filter) String() string {
 func (*Filter) ProtoMessage() {}
 
 func (x *Filter) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[6]
+	mi := &file_v1_routing_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +755,7 @@ func (x *Filter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Filter.ProtoReflect.Descriptor instead.
 func (*Filter) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{6}
+	return file_v1_routing_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Filter) GetKind() isFilter_Kind {
@@ -804,7 +871,7 @@ type HeaderModifier struct {
 
 func (x *HeaderModifier) Reset() {
 	*x = HeaderModifier{}
-	mi := &file_v1_routing_proto_msgTypes[7]
+	mi := &file_v1_routing_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +883,7 @@ func (x *HeaderModifier) String() string {
 func (*HeaderModifier) ProtoMessage() {}
 
 func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[7]
+	mi := &file_v1_routing_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +896,7 @@ func (x *HeaderModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeaderModifier.ProtoReflect.Descriptor instead.
 func (*HeaderModifier) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{7}
+	return file_v1_routing_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HeaderModifier) GetSet() []*Header {
@@ -864,7 +931,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_v1_routing_proto_msgTypes[8]
+	mi := &file_v1_routing_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +943,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[8]
+	mi := &file_v1_routing_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +956,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{8}
+	return file_v1_routing_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Header) GetName() string {
@@ -922,7 +989,7 @@ type Redirect struct {
 
 func (x *Redirect) Reset() {
 	*x = Redirect{}
-	mi := &file_v1_routing_proto_msgTypes[9]
+	mi := &file_v1_routing_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1001,7 @@ func (x *Redirect) String() string {
 func (*Redirect) ProtoMessage() {}
 
 func (x *Redirect) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[9]
+	mi := &file_v1_routing_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1014,7 @@ func (x *Redirect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redirect.ProtoReflect.Descriptor instead.
 func (*Redirect) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{9}
+	return file_v1_routing_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Redirect) GetScheme() string {
@@ -996,7 +1063,7 @@ type Rewrite struct {
 
 func (x *Rewrite) Reset() {
 	*x = Rewrite{}
-	mi := &file_v1_routing_proto_msgTypes[10]
+	mi := &file_v1_routing_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1075,7 @@ func (x *Rewrite) String() string {
 func (*Rewrite) ProtoMessage() {}
 
 func (x *Rewrite) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[10]
+	mi := &file_v1_routing_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1088,7 @@ func (x *Rewrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewrite.ProtoReflect.Descriptor instead.
 func (*Rewrite) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{10}
+	return file_v1_routing_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Rewrite) GetHostname() string {
@@ -1052,7 +1119,7 @@ type PathModifier struct {
 
 func (x *PathModifier) Reset() {
 	*x = PathModifier{}
-	mi := &file_v1_routing_proto_msgTypes[11]
+	mi := &file_v1_routing_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1131,7 @@ func (x *PathModifier) String() string {
 func (*PathModifier) ProtoMessage() {}
 
 func (x *PathModifier) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[11]
+	mi := &file_v1_routing_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1144,7 @@ func (x *PathModifier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathModifier.ProtoReflect.Descriptor instead.
 func (*PathModifier) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{11}
+	return file_v1_routing_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PathModifier) GetKind() isPathModifier_Kind {
@@ -1144,7 +1211,7 @@ type Cors struct {
 
 func (x *Cors) Reset() {
 	*x = Cors{}
-	mi := &file_v1_routing_proto_msgTypes[12]
+	mi := &file_v1_routing_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1223,7 @@ func (x *Cors) String() string {
 func (*Cors) ProtoMessage() {}
 
 func (x *Cors) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[12]
+	mi := &file_v1_routing_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1236,7 @@ func (x *Cors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cors.ProtoReflect.Descriptor instead.
 func (*Cors) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{12}
+	return file_v1_routing_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Cors) GetAllowOrigins() []string {
@@ -1226,7 +1293,7 @@ type Mirror struct {
 
 func (x *Mirror) Reset() {
 	*x = Mirror{}
-	mi := &file_v1_routing_proto_msgTypes[13]
+	mi := &file_v1_routing_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1305,7 @@ func (x *Mirror) String() string {
 func (*Mirror) ProtoMessage() {}
 
 func (x *Mirror) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[13]
+	mi := &file_v1_routing_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1318,7 @@ func (x *Mirror) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Mirror.ProtoReflect.Descriptor instead.
 func (*Mirror) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{13}
+	return file_v1_routing_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Mirror) GetCluster() string {
@@ -1294,7 +1361,7 @@ type WeightedBackend struct {
 
 func (x *WeightedBackend) Reset() {
 	*x = WeightedBackend{}
-	mi := &file_v1_routing_proto_msgTypes[14]
+	mi := &file_v1_routing_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1373,7 @@ func (x *WeightedBackend) String() string {
 func (*WeightedBackend) ProtoMessage() {}
 
 func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[14]
+	mi := &file_v1_routing_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1386,7 @@ func (x *WeightedBackend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedBackend.ProtoReflect.Descriptor instead.
 func (*WeightedBackend) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{14}
+	return file_v1_routing_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WeightedBackend) GetCluster() string {
@@ -1363,7 +1430,7 @@ type Timeouts struct {
 
 func (x *Timeouts) Reset() {
 	*x = Timeouts{}
-	mi := &file_v1_routing_proto_msgTypes[15]
+	mi := &file_v1_routing_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1442,7 @@ func (x *Timeouts) String() string {
 func (*Timeouts) ProtoMessage() {}
 
 func (x *Timeouts) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[15]
+	mi := &file_v1_routing_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1455,7 @@ func (x *Timeouts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timeouts.ProtoReflect.Descriptor instead.
 func (*Timeouts) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{15}
+	return file_v1_routing_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Timeouts) GetRequest() *durationpb.Duration {
@@ -1422,7 +1489,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_v1_routing_proto_msgTypes[16]
+	mi := &file_v1_routing_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1501,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[16]
+	mi := &file_v1_routing_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1514,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{16}
+	return file_v1_routing_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Retry) GetCodes() []uint32 {
@@ -1488,7 +1555,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_v1_routing_proto_msgTypes[17]
+	mi := &file_v1_routing_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1567,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[17]
+	mi := &file_v1_routing_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1580,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{17}
+	return file_v1_routing_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Cluster) GetName() string {
@@ -1573,7 +1640,7 @@ type BackendTLS struct {
 
 func (x *BackendTLS) Reset() {
 	*x = BackendTLS{}
-	mi := &file_v1_routing_proto_msgTypes[18]
+	mi := &file_v1_routing_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1652,7 @@ func (x *BackendTLS) String() string {
 func (*BackendTLS) ProtoMessage() {}
 
 func (x *BackendTLS) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[18]
+	mi := &file_v1_routing_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1665,7 @@ func (x *BackendTLS) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendTLS.ProtoReflect.Descriptor instead.
 func (*BackendTLS) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{18}
+	return file_v1_routing_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BackendTLS) GetServerName() string {
@@ -1664,7 +1731,7 @@ type SubjectAltName struct {
 
 func (x *SubjectAltName) Reset() {
 	*x = SubjectAltName{}
-	mi := &file_v1_routing_proto_msgTypes[19]
+	mi := &file_v1_routing_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1743,7 @@ func (x *SubjectAltName) String() string {
 func (*SubjectAltName) ProtoMessage() {}
 
 func (x *SubjectAltName) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[19]
+	mi := &file_v1_routing_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1756,7 @@ func (x *SubjectAltName) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubjectAltName.ProtoReflect.Descriptor instead.
 func (*SubjectAltName) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{19}
+	return file_v1_routing_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SubjectAltName) GetName() isSubjectAltName_Name {
@@ -1747,7 +1814,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_v1_routing_proto_msgTypes[20]
+	mi := &file_v1_routing_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1826,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[20]
+	mi := &file_v1_routing_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1839,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{20}
+	return file_v1_routing_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -1803,7 +1870,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_v1_routing_proto_msgTypes[21]
+	mi := &file_v1_routing_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1882,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_v1_routing_proto_msgTypes[21]
+	mi := &file_v1_routing_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1895,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_v1_routing_proto_rawDescGZIP(), []int{21}
+	return file_v1_routing_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Certificate) GetName() string {
@@ -1856,13 +1923,17 @@ var File_v1_routing_proto protoreflect.FileDescriptor
 
 const file_v1_routing_proto_rawDesc = "" +
 	"\n" +
-	"\x10v1/routing.proto\x12\x15coxswain.discovery.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x12v1/discovery.proto\"\xf5\x01\n" +
+	"\x10v1/routing.proto\x12\x15coxswain.discovery.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x12v1/discovery.proto\"\xcb\x02\n" +
 	"\bListener\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12;\n" +
 	"\agateway\x18\x02 \x01(\v2!.coxswain.discovery.v1.GatewayRefR\agateway\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\rR\x04port\x12;\n" +
 	"\bprotocol\x18\x04 \x01(\x0e2\x1f.coxswain.discovery.v1.ProtocolR\bprotocol\x12G\n" +
-	"\rvirtual_hosts\x18\x05 \x03(\v2\".coxswain.discovery.v1.VirtualHostR\fvirtualHosts\"\x97\x01\n" +
+	"\rvirtual_hosts\x18\x05 \x03(\v2\".coxswain.discovery.v1.VirtualHostR\fvirtualHosts\x12T\n" +
+	"\x11client_validation\x18\x06 \x01(\v2'.coxswain.discovery.v1.ClientValidationR\x10clientValidation\"o\n" +
+	"\x10ClientValidation\x12.\n" +
+	"\x13ca_certificates_pem\x18\x01 \x01(\fR\x11caCertificatesPem\x12+\n" +
+	"\x11insecure_fallback\x18\x02 \x01(\bR\x10insecureFallback\"\x97\x01\n" +
 	"\vVirtualHost\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\"\n" +
@@ -1998,74 +2069,76 @@ func file_v1_routing_proto_rawDescGZIP() []byte {
 }
 
 var file_v1_routing_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_v1_routing_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_v1_routing_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_v1_routing_proto_goTypes = []any{
 	(Protocol)(0),               // 0: coxswain.discovery.v1.Protocol
 	(MatchType)(0),              // 1: coxswain.discovery.v1.MatchType
 	(UpstreamProtocol)(0),       // 2: coxswain.discovery.v1.UpstreamProtocol
 	(*Listener)(nil),            // 3: coxswain.discovery.v1.Listener
-	(*VirtualHost)(nil),         // 4: coxswain.discovery.v1.VirtualHost
-	(*Route)(nil),               // 5: coxswain.discovery.v1.Route
-	(*RouteMatch)(nil),          // 6: coxswain.discovery.v1.RouteMatch
-	(*PathMatch)(nil),           // 7: coxswain.discovery.v1.PathMatch
-	(*ValueMatch)(nil),          // 8: coxswain.discovery.v1.ValueMatch
-	(*Filter)(nil),              // 9: coxswain.discovery.v1.Filter
-	(*HeaderModifier)(nil),      // 10: coxswain.discovery.v1.HeaderModifier
-	(*Header)(nil),              // 11: coxswain.discovery.v1.Header
-	(*Redirect)(nil),            // 12: coxswain.discovery.v1.Redirect
-	(*Rewrite)(nil),             // 13: coxswain.discovery.v1.Rewrite
-	(*PathModifier)(nil),        // 14: coxswain.discovery.v1.PathModifier
-	(*Cors)(nil),                // 15: coxswain.discovery.v1.Cors
-	(*Mirror)(nil),              // 16: coxswain.discovery.v1.Mirror
-	(*WeightedBackend)(nil),     // 17: coxswain.discovery.v1.WeightedBackend
-	(*Timeouts)(nil),            // 18: coxswain.discovery.v1.Timeouts
-	(*Retry)(nil),               // 19: coxswain.discovery.v1.Retry
-	(*Cluster)(nil),             // 20: coxswain.discovery.v1.Cluster
-	(*BackendTLS)(nil),          // 21: coxswain.discovery.v1.BackendTLS
-	(*SubjectAltName)(nil),      // 22: coxswain.discovery.v1.SubjectAltName
-	(*Endpoint)(nil),            // 23: coxswain.discovery.v1.Endpoint
-	(*Certificate)(nil),         // 24: coxswain.discovery.v1.Certificate
-	(*GatewayRef)(nil),          // 25: coxswain.discovery.v1.GatewayRef
-	(*durationpb.Duration)(nil), // 26: google.protobuf.Duration
+	(*ClientValidation)(nil),    // 4: coxswain.discovery.v1.ClientValidation
+	(*VirtualHost)(nil),         // 5: coxswain.discovery.v1.VirtualHost
+	(*Route)(nil),               // 6: coxswain.discovery.v1.Route
+	(*RouteMatch)(nil),          // 7: coxswain.discovery.v1.RouteMatch
+	(*PathMatch)(nil),           // 8: coxswain.discovery.v1.PathMatch
+	(*ValueMatch)(nil),          // 9: coxswain.discovery.v1.ValueMatch
+	(*Filter)(nil),              // 10: coxswain.discovery.v1.Filter
+	(*HeaderModifier)(nil),      // 11: coxswain.discovery.v1.HeaderModifier
+	(*Header)(nil),              // 12: coxswain.discovery.v1.Header
+	(*Redirect)(nil),            // 13: coxswain.discovery.v1.Redirect
+	(*Rewrite)(nil),             // 14: coxswain.discovery.v1.Rewrite
+	(*PathModifier)(nil),        // 15: coxswain.discovery.v1.PathModifier
+	(*Cors)(nil),                // 16: coxswain.discovery.v1.Cors
+	(*Mirror)(nil),              // 17: coxswain.discovery.v1.Mirror
+	(*WeightedBackend)(nil),     // 18: coxswain.discovery.v1.WeightedBackend
+	(*Timeouts)(nil),            // 19: coxswain.discovery.v1.Timeouts
+	(*Retry)(nil),               // 20: coxswain.discovery.v1.Retry
+	(*Cluster)(nil),             // 21: coxswain.discovery.v1.Cluster
+	(*BackendTLS)(nil),          // 22: coxswain.discovery.v1.BackendTLS
+	(*SubjectAltName)(nil),      // 23: coxswain.discovery.v1.SubjectAltName
+	(*Endpoint)(nil),            // 24: coxswain.discovery.v1.Endpoint
+	(*Certificate)(nil),         // 25: coxswain.discovery.v1.Certificate
+	(*GatewayRef)(nil),          // 26: coxswain.discovery.v1.GatewayRef
+	(*durationpb.Duration)(nil), // 27: google.protobuf.Duration
 }
 var file_v1_routing_proto_depIdxs = []int32{
-	25, // 0: coxswain.discovery.v1.Listener.gateway:type_name -> coxswain.discovery.v1.GatewayRef
+	26, // 0: coxswain.discovery.v1.Listener.gateway:type_name -> coxswain.discovery.v1.GatewayRef
 	0,  // 1: coxswain.discovery.v1.Listener.protocol:type_name -> coxswain.discovery.v1.Protocol
-	4,  // 2: coxswain.discovery.v1.Listener.virtual_hosts:type_name -> coxswain.discovery.v1.VirtualHost
-	5,  // 3: coxswain.discovery.v1.VirtualHost.routes:type_name -> coxswain.discovery.v1.Route
-	6,  // 4: coxswain.discovery.v1.Route.match:type_name -> coxswain.discovery.v1.RouteMatch
-	9,  // 5: coxswain.discovery.v1.Route.filters:type_name -> coxswain.discovery.v1.Filter
-	17, // 6: coxswain.discovery.v1.Route.backends:type_name -> coxswain.discovery.v1.WeightedBackend
-	18, // 7: coxswain.discovery.v1.Route.timeouts:type_name -> coxswain.discovery.v1.Timeouts
-	19, // 8: coxswain.discovery.v1.Route.retry:type_name -> coxswain.discovery.v1.Retry
-	7,  // 9: coxswain.discovery.v1.RouteMatch.path:type_name -> coxswain.discovery.v1.PathMatch
-	8,  // 10: coxswain.discovery.v1.RouteMatch.headers:type_name -> coxswain.discovery.v1.ValueMatch
-	8,  // 11: coxswain.discovery.v1.RouteMatch.query_params:type_name -> coxswain.discovery.v1.ValueMatch
-	1,  // 12: coxswain.discovery.v1.PathMatch.type:type_name -> coxswain.discovery.v1.MatchType
-	1,  // 13: coxswain.discovery.v1.ValueMatch.type:type_name -> coxswain.discovery.v1.MatchType
-	10, // 14: coxswain.discovery.v1.Filter.request_headers:type_name -> coxswain.discovery.v1.HeaderModifier
-	10, // 15: coxswain.discovery.v1.Filter.response_headers:type_name -> coxswain.discovery.v1.HeaderModifier
-	12, // 16: coxswain.discovery.v1.Filter.redirect:type_name -> coxswain.discovery.v1.Redirect
-	13, // 17: coxswain.discovery.v1.Filter.rewrite:type_name -> coxswain.discovery.v1.Rewrite
-	16, // 18: coxswain.discovery.v1.Filter.mirror:type_name -> coxswain.discovery.v1.Mirror
-	15, // 19: coxswain.discovery.v1.Filter.cors:type_name -> coxswain.discovery.v1.Cors
-	11, // 20: coxswain.discovery.v1.HeaderModifier.set:type_name -> coxswain.discovery.v1.Header
-	11, // 21: coxswain.discovery.v1.HeaderModifier.add:type_name -> coxswain.discovery.v1.Header
-	14, // 22: coxswain.discovery.v1.Redirect.path:type_name -> coxswain.discovery.v1.PathModifier
-	14, // 23: coxswain.discovery.v1.Rewrite.path:type_name -> coxswain.discovery.v1.PathModifier
-	9,  // 24: coxswain.discovery.v1.WeightedBackend.filters:type_name -> coxswain.discovery.v1.Filter
-	26, // 25: coxswain.discovery.v1.Timeouts.request:type_name -> google.protobuf.Duration
-	26, // 26: coxswain.discovery.v1.Timeouts.backend_request:type_name -> google.protobuf.Duration
-	26, // 27: coxswain.discovery.v1.Retry.backoff:type_name -> google.protobuf.Duration
-	23, // 28: coxswain.discovery.v1.Cluster.endpoints:type_name -> coxswain.discovery.v1.Endpoint
-	2,  // 29: coxswain.discovery.v1.Cluster.upstream_protocol:type_name -> coxswain.discovery.v1.UpstreamProtocol
-	21, // 30: coxswain.discovery.v1.Cluster.tls:type_name -> coxswain.discovery.v1.BackendTLS
-	22, // 31: coxswain.discovery.v1.BackendTLS.subject_alt_names:type_name -> coxswain.discovery.v1.SubjectAltName
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	5,  // 2: coxswain.discovery.v1.Listener.virtual_hosts:type_name -> coxswain.discovery.v1.VirtualHost
+	4,  // 3: coxswain.discovery.v1.Listener.client_validation:type_name -> coxswain.discovery.v1.ClientValidation
+	6,  // 4: coxswain.discovery.v1.VirtualHost.routes:type_name -> coxswain.discovery.v1.Route
+	7,  // 5: coxswain.discovery.v1.Route.match:type_name -> coxswain.discovery.v1.RouteMatch
+	10, // 6: coxswain.discovery.v1.Route.filters:type_name -> coxswain.discovery.v1.Filter
+	18, // 7: coxswain.discovery.v1.Route.backends:type_name -> coxswain.discovery.v1.WeightedBackend
+	19, // 8: coxswain.discovery.v1.Route.timeouts:type_name -> coxswain.discovery.v1.Timeouts
+	20, // 9: coxswain.discovery.v1.Route.retry:type_name -> coxswain.discovery.v1.Retry
+	8,  // 10: coxswain.discovery.v1.RouteMatch.path:type_name -> coxswain.discovery.v1.PathMatch
+	9,  // 11: coxswain.discovery.v1.RouteMatch.headers:type_name -> coxswain.discovery.v1.ValueMatch
+	9,  // 12: coxswain.discovery.v1.RouteMatch.query_params:type_name -> coxswain.discovery.v1.ValueMatch
+	1,  // 13: coxswain.discovery.v1.PathMatch.type:type_name -> coxswain.discovery.v1.MatchType
+	1,  // 14: coxswain.discovery.v1.ValueMatch.type:type_name -> coxswain.discovery.v1.MatchType
+	11, // 15: coxswain.discovery.v1.Filter.request_headers:type_name -> coxswain.discovery.v1.HeaderModifier
+	11, // 16: coxswain.discovery.v1.Filter.response_headers:type_name -> coxswain.discovery.v1.HeaderModifier
+	13, // 17: coxswain.discovery.v1.Filter.redirect:type_name -> coxswain.discovery.v1.Redirect
+	14, // 18: coxswain.discovery.v1.Filter.rewrite:type_name -> coxswain.discovery.v1.Rewrite
+	17, // 19: coxswain.discovery.v1.Filter.mirror:type_name -> coxswain.discovery.v1.Mirror
+	16, // 20: coxswain.discovery.v1.Filter.cors:type_name -> coxswain.discovery.v1.Cors
+	12, // 21: coxswain.discovery.v1.HeaderModifier.set:type_name -> coxswain.discovery.v1.Header
+	12, // 22: coxswain.discovery.v1.HeaderModifier.add:type_name -> coxswain.discovery.v1.Header
+	15, // 23: coxswain.discovery.v1.Redirect.path:type_name -> coxswain.discovery.v1.PathModifier
+	15, // 24: coxswain.discovery.v1.Rewrite.path:type_name -> coxswain.discovery.v1.PathModifier
+	10, // 25: coxswain.discovery.v1.WeightedBackend.filters:type_name -> coxswain.discovery.v1.Filter
+	27, // 26: coxswain.discovery.v1.Timeouts.request:type_name -> google.protobuf.Duration
+	27, // 27: coxswain.discovery.v1.Timeouts.backend_request:type_name -> google.protobuf.Duration
+	27, // 28: coxswain.discovery.v1.Retry.backoff:type_name -> google.protobuf.Duration
+	24, // 29: coxswain.discovery.v1.Cluster.endpoints:type_name -> coxswain.discovery.v1.Endpoint
+	2,  // 30: coxswain.discovery.v1.Cluster.upstream_protocol:type_name -> coxswain.discovery.v1.UpstreamProtocol
+	22, // 31: coxswain.discovery.v1.Cluster.tls:type_name -> coxswain.discovery.v1.BackendTLS
+	23, // 32: coxswain.discovery.v1.BackendTLS.subject_alt_names:type_name -> coxswain.discovery.v1.SubjectAltName
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_v1_routing_proto_init() }
@@ -2074,7 +2147,7 @@ func file_v1_routing_proto_init() {
 		return
 	}
 	file_v1_discovery_proto_init()
-	file_v1_routing_proto_msgTypes[6].OneofWrappers = []any{
+	file_v1_routing_proto_msgTypes[7].OneofWrappers = []any{
 		(*Filter_RequestHeaders)(nil),
 		(*Filter_ResponseHeaders)(nil),
 		(*Filter_Redirect)(nil),
@@ -2082,11 +2155,11 @@ func file_v1_routing_proto_init() {
 		(*Filter_Mirror)(nil),
 		(*Filter_Cors)(nil),
 	}
-	file_v1_routing_proto_msgTypes[11].OneofWrappers = []any{
+	file_v1_routing_proto_msgTypes[12].OneofWrappers = []any{
 		(*PathModifier_ReplaceFullPath)(nil),
 		(*PathModifier_ReplacePrefixMatch)(nil),
 	}
-	file_v1_routing_proto_msgTypes[19].OneofWrappers = []any{
+	file_v1_routing_proto_msgTypes[20].OneofWrappers = []any{
 		(*SubjectAltName_Hostname)(nil),
 		(*SubjectAltName_Uri)(nil),
 	}
@@ -2096,7 +2169,7 @@ func file_v1_routing_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_v1_routing_proto_rawDesc), len(file_v1_routing_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -275,3 +275,37 @@ func TestSetSnapshotPublishesAPrebuiltSnapshot(t *testing.T) {
 		t.Error("SetSnapshot accepted an invalid scope")
 	}
 }
+
+// Tests that a snapshot built on its predecessor has the version a snapshot built from nothing
+// has, whichever resources it shares with the predecessor, adds, replaces or drops.
+func TestSnapshotReusingAgreesWithNewSnapshot(t *testing.T) {
+	t.Parallel()
+	a, b, c := resource(t, "a", "1"), resource(t, "b", "2"), resource(t, "c", "3")
+	prev, err := NewSnapshot([]*discoveryv1.Resource{a, b, c}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string][]*discoveryv1.Resource{
+		"the same resources":          {c, a, b},
+		"one replaced under its key":  {a, resource(t, "b", "2x"), c},
+		"one dropped and one added":   {a, c, resource(t, "d", "4")},
+		"one added before the others": {resource(t, "0", "0"), a, b, c},
+		"nothing":                     {},
+	}
+	for name, rs := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			want, err := NewSnapshot(rs, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := NewSnapshotReusing(prev, rs, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Version() != want.Version() || got.EncodedSize() != want.EncodedSize() {
+				t.Fatalf("version %s size %d, want %s size %d", got.Version(), got.EncodedSize(), want.Version(), want.EncodedSize())
+			}
+		})
+	}
+}

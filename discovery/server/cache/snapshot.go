@@ -38,14 +38,34 @@ type Snapshot struct {
 // payload) pair in key order, payloads marshalled deterministically, so equal contents give
 // equal versions regardless of input order. Resources must not be modified afterwards.
 func NewSnapshot(resources []*discoveryv1.Resource, now time.Time) (*Snapshot, error) {
+	return NewSnapshotReusing(nil, resources, now)
+}
+
+// NewSnapshotReusing is NewSnapshot for a snapshot that follows prev (which may be nil): a
+// resource that is the very resource (the same pointer, under the same key) prev holds is not
+// marshalled and hashed again, its digest is taken from prev. Resources are immutable once in a
+// snapshot, so the version is the one NewSnapshot gives.
+func NewSnapshotReusing(prev *Snapshot, resources []*discoveryv1.Resource, now time.Time) (*Snapshot, error) {
 	sorted := slices.Clone(resources)
 	slices.SortFunc(sorted, func(a, b *discoveryv1.Resource) int { return cmp.Compare(a.GetKey(), b.GetKey()) })
 	s := &Snapshot{createdAt: now, resources: sorted, digests: make(map[string]digest, len(sorted))}
 	h := sha256.New()
+	var old []*discoveryv1.Resource
+	if prev != nil {
+		old = prev.resources
+	}
 	for _, r := range sorted {
-		d, err := resourceDigest(r)
-		if err != nil {
-			return nil, err
+		for len(old) > 0 && old[0].GetKey() < r.GetKey() {
+			old = old[1:]
+		}
+		var d digest
+		if len(old) > 0 && old[0] == r {
+			d = prev.digests[r.GetKey()]
+		} else {
+			var err error
+			if d, err = resourceDigest(r); err != nil {
+				return nil, err
+			}
 		}
 		if _, dup := s.digests[r.GetKey()]; dup {
 			return nil, fmt.Errorf("%w: duplicate key %q", ErrInvalidResource, r.GetKey())

@@ -94,3 +94,9 @@ func NewGatewayInvalidClientCertificateRef(msg string) metav1.Condition {
 func NewGatewayRefNotPermitted(msg string) metav1.Condition {
 	return falsity(gatewayResolved, string(gwapiv1.GatewayReasonRefNotPermitted), msg)
 }
+
+// NewGatewayInsecureFrontendValidationMode says spec.tls.frontend lets some port accept clients
+// without a valid certificate (mode AllowInsecureFallback).
+func NewGatewayInsecureFrontendValidationMode(msg string) metav1.Condition {
+	return truth(string(gwapiv1.GatewayConditionInsecureFrontendValidationMode), string(gwapiv1.GatewayReasonConfigurationChanged), msg)
+}

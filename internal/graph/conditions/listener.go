@@ -72,3 +72,21 @@ func NewListenerHostnameConflict(msg string) []metav1.Condition {
 func NewListenerOverlappingHostnames(msg string) metav1.Condition {
 	return truth(listenerOverlapTLS, string(gwapiv1.ListenerReasonOverlappingHostnames), msg)
 }
+
+// NewListenerInvalidCACertificateRef says a frontend caCertificateRef names a missing ConfigMap,
+// or one without a usable ca.crt.
+func NewListenerInvalidCACertificateRef(msg string) metav1.Condition {
+	return falsity(listenerResolvedRefs, string(gwapiv1.ListenerReasonInvalidCACertificateRef), msg)
+}
+
+// NewListenerInvalidCACertificateKind says a frontend caCertificateRef names a kind other than a
+// core ConfigMap.
+func NewListenerInvalidCACertificateKind(msg string) metav1.Condition {
+	return falsity(listenerResolvedRefs, string(gwapiv1.ListenerReasonInvalidCACertificateKind), msg)
+}
+
+// NewListenerNoValidCACertificate says none of the frontend caCertificateRefs that apply to the
+// listener is usable, so it cannot validate client certificates and serves nothing.
+func NewListenerNoValidCACertificate(msg string) metav1.Condition {
+	return falsity(listenerAccepted, string(gwapiv1.ListenerReasonNoValidCACertificate), msg)
+}

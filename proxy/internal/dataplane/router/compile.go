@@ -87,6 +87,10 @@ func (c *compiler) listener(in *discoveryv1.Listener, src *anypb.Any) (*compiled
 	if err != nil {
 		return nil, err
 	}
+	validation, err := clientValidation(in, proto)
+	if err != nil {
+		return nil, err
+	}
 	var vhosts []*VirtualHost
 	var errs []error
 	for _, vh := range in.GetVirtualHosts() {
@@ -97,7 +101,7 @@ func (c *compiler) listener(in *discoveryv1.Listener, src *anypb.Any) (*compiled
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("listener %s: %w", name, err)
 	}
-	l := &compiledListener{name: name, src: src, port: in.GetPort(), proto: proto, vhosts: vhosts}
+	l := &compiledListener{name: name, src: src, port: in.GetPort(), proto: proto, vhosts: vhosts, validation: validation}
 	l.locateRoutes()
 	return l, nil
 }
@@ -130,6 +134,12 @@ func buildPort(n uint32, members []*compiledListener) *Port {
 			continue
 		}
 		p.Listeners = append(p.Listeners, l.name)
+		if l.validation != nil {
+			if p.validation == nil {
+				p.validation = map[string]*ClientValidation{}
+			}
+			p.validation[l.name] = l.validation
+		}
 		for _, vh := range l.vhosts {
 			p.vhosts = append(p.vhosts, vh)
 			p.hosts.put(vh.Hostname, vh)

@@ -98,7 +98,11 @@ func (c *compiler) patchListener(old *compiledListener, e entry[*discoveryv1.Lis
 	if err != nil {
 		return nil, true, err
 	}
-	l := &compiledListener{name: in.GetName(), src: e.src, port: in.GetPort(), proto: p, vhosts: make([]*VirtualHost, len(vspans))}
+	validation, err := clientValidation(&in, p)
+	if err != nil {
+		return nil, true, err
+	}
+	l := &compiledListener{name: in.GetName(), src: e.src, port: in.GetPort(), proto: p, vhosts: make([]*VirtualHost, len(vspans)), validation: validation}
 	var errs []error
 	for i, sp := range vspans {
 		var prev *VirtualHost

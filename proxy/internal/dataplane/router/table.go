@@ -49,6 +49,8 @@ type compiledListener struct {
 	port   uint32
 	proto  Protocol
 	vhosts []*VirtualHost
+	// validation is the listener's client certificate validation, nil for none.
+	validation *ClientValidation
 }
 
 // Port is one bound port. Several Gateways of the shared pool may listen on the same port with
@@ -65,6 +67,8 @@ type Port struct {
 	defaultHost *VirtualHost
 	// members are the listeners on the port, skipped ones included, in name order.
 	members []*compiledListener
+	// validation maps the listeners on the port that validate client certificates to how.
+	validation map[string]*ClientValidation
 }
 
 // VirtualHost is one Gateway listener section on a port.

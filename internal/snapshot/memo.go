@@ -1,0 +1,294 @@
+package snapshot
+
+import (
+	"reflect"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"coxswain.dev/coxswain/internal/graph"
+)
+
+// Memo holds what the last CompileScope of one scope produced, so that the next compile of the
+// same scope reuses what did not change: the compiled routes of every route not marked with
+// RouteChanged, merged into their virtual host's precedence order instead of sorting it again,
+// and the very same VirtualHost, Listener, Cluster and Secret values (pointers) wherever the
+// result is equal, which lets the encoder skip them. A Memo belongs to one scope: it holds that
+// scope's key material and must never be used to compile another.
+//
+// The caller vouches that nothing but the marked routes changed what the graph says about
+// routes: a change to a Gateway, listener, Service, ReferenceGrant, Namespace, Secret or anything
+// else a route's resolution reads needs a new Memo. Endpoints may change freely (clusters are
+// compiled and compared every time), and so may the set of routes. After a compile that did not
+// finish (a panic), discard the Memo.
+type Memo struct {
+	dirty     map[types.NamespacedName]bool
+	vhosts    map[string]*vhostMemo
+	listeners map[string]*Listener
+	clusters  map[string]*Cluster
+	secrets   map[string]*Secret
+	// next collects this compile's results; finish makes them the memo.
+	next memoNext
+}
+
+type memoNext struct {
+	vhosts    map[string]*vhostMemo
+	dups      map[string]bool
+	listeners map[string]*Listener
+	clusters  map[string]*Cluster
+	secrets   map[string]*Secret
+}
+
+// vhostMemo is one compiled virtual host with its routes' entries in precedence order, the
+// routes attached and the clusters their entries use.
+type vhostMemo struct {
+	vh       *VirtualHost
+	entries  []entry
+	routes   map[types.NamespacedName]bool
+	clusters map[string]bool
+}
+
+// NewMemo returns an empty Memo: its first compile compiles everything.
+func NewMemo() *Memo {
+	return &Memo{
+		dirty:     map[types.NamespacedName]bool{},
+		vhosts:    map[string]*vhostMemo{},
+		listeners: map[string]*Listener{},
+		clusters:  map[string]*Cluster{},
+		secrets:   map[string]*Secret{},
+	}
+}
+
+// RouteChanged marks an HTTPRoute as created, changed or deleted since the last compile, so that
+// the next compile compiles it again wherever it is attached.
+func (m *Memo) RouteChanged(key types.NamespacedName) { m.dirty[key] = true }
+
+func (m *Memo) begin() {
+	if m.next.vhosts == nil {
+		m.next = memoNext{
+			vhosts:    make(map[string]*vhostMemo, len(m.vhosts)),
+			dups:      map[string]bool{},
+			listeners: make(map[string]*Listener, len(m.listeners)),
+			clusters:  make(map[string]*Cluster, len(m.clusters)),
+			secrets:   make(map[string]*Secret, len(m.secrets)),
+		}
+	}
+}
+
+// finish makes this compile's results the memo, dropping what it no longer produced.
+func (m *Memo) finish(*scopeBuilder) {
+	if m == nil {
+		return
+	}
+	m.begin()
+	m.vhosts, m.listeners, m.clusters, m.secrets = m.next.vhosts, m.next.listeners, m.next.clusters, m.next.secrets
+	m.next = memoNext{}
+	clear(m.dirty)
+}
+
+// virtualHost fills vh's routes from l's attachments, compiling only the routes the memo does
+// not hold, and returns the previous virtual host itself when nothing changed.
+func (m *Memo) virtualHost(sb *scopeBuilder, vh *VirtualHost, l *graph.Listener) *VirtualHost {
+	m.begin()
+	key := l.Gateway.Key().String() + "/" + l.QualifiedName()
+	if _, dup := m.next.vhosts[key]; dup || m.next.dups[key] {
+		// Two listeners of one Gateway by the same name (not expected): neither is remembered.
+		m.next.dups[key] = true
+		return m.uncached(sb, vh, l, key)
+	}
+	prev := m.vhosts[key]
+	var cur *vhostMemo
+	if prev != nil && m.unchanged(prev, l) {
+		cur = prev
+	} else if cur = m.compileRoutes(sb, prev, l); cur == nil {
+		return m.uncached(sb, vh, l, key)
+	}
+	for c := range cur.clusters {
+		sb.clusters[c] = true
+		sb.noteClientCertificate(c)
+	}
+	if cur.vh == nil || !sameVirtualHost(cur.vh, vh) {
+		if cur == prev {
+			cur = &vhostMemo{entries: prev.entries, routes: prev.routes, clusters: prev.clusters}
+		}
+		vh.Routes = routesOf(cur.entries)
+		cur.vh = vh
+	}
+	m.next.vhosts[key] = cur
+	return cur.vh
+}
+
+// unchanged reports whether a virtual host's routes are the ones prev holds: none of the
+// routes it had is marked changed, and it has as many as before. A route that came or went
+// without being marked is impossible (attachment depends on the route, which would be marked,
+// and on the Gateway, whose change drops the whole memo), so counting is enough.
+func (m *Memo) unchanged(prev *vhostMemo, l *graph.Listener) bool {
+	if len(l.Routes) != len(prev.routes) {
+		return false
+	}
+	for key := range m.dirty {
+		if prev.routes[key] {
+			return false
+		}
+	}
+	return true
+}
+
+// compileRoutes compiles the attachments of l that prev does not hold, or holds for a route
+// marked changed, and merges them with the entries of the others. It returns nil when a route
+// attaches twice.
+func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listener) *vhostMemo {
+	cur := &vhostMemo{routes: make(map[types.NamespacedName]bool, len(l.Routes))}
+	drop := map[string]bool{}
+	var entries []entry
+	for _, att := range l.Routes {
+		key := att.Route.Key()
+		if cur.routes[key] {
+			return nil // not expected: a route attaches once per listener
+		}
+		cur.routes[key] = true
+		if prev != nil && !m.dirty[key] && prev.routes[key] {
+			continue
+		}
+		entries = sb.compileAttachment(entries, att, l)
+		drop[key.String()] = true
+	}
+	var kept []entry
+	if prev != nil {
+		for key := range m.dirty {
+			if prev.routes[key] {
+				drop[key.String()] = true
+			}
+		}
+		kept = make([]entry, 0, len(prev.entries))
+		for _, e := range prev.entries {
+			if !drop[e.routeKey] {
+				kept = append(kept, e)
+			}
+		}
+	}
+	cur.entries = mergeEntries(kept, entries)
+	cur.clusters = clustersOf(cur.entries)
+	return cur
+}
+
+// clustersOf returns the clusters the routes of entries forward or mirror to.
+func clustersOf(entries []entry) map[string]bool {
+	out := map[string]bool{}
+	mirrors := func(fs []Filter) {
+		for _, f := range fs {
+			if f.Mirror != nil {
+				out[f.Mirror.Cluster] = true
+			}
+		}
+	}
+	for _, e := range entries {
+		mirrors(e.route.Filters)
+		for _, b := range e.route.Backends {
+			if b.Cluster != "" {
+				out[b.Cluster] = true
+			}
+			mirrors(b.Filters)
+		}
+	}
+	return out
+}
+
+// uncached compiles a virtual host as a compile without a memo does, and remembers nothing of it.
+func (m *Memo) uncached(sb *scopeBuilder, vh *VirtualHost, l *graph.Listener, key string) *VirtualHost {
+	var entries []entry
+	for _, att := range l.Routes {
+		entries = sb.compileAttachment(entries, att, l)
+	}
+	slices.SortFunc(entries, comparePrecedence)
+	vh.Routes = routesOf(entries)
+	delete(m.next.vhosts, key)
+	return vh
+}
+
+// mergeEntries sorts fresh and merges it into sorted: comparePrecedence is a total order, so
+// the result is the order a full sort gives.
+func mergeEntries(sorted, fresh []entry) []entry {
+	slices.SortFunc(fresh, comparePrecedence)
+	if len(fresh) == 0 {
+		return sorted
+	}
+	if len(sorted) == 0 {
+		return fresh
+	}
+	out := make([]entry, 0, len(sorted)+len(fresh))
+	i, j := 0, 0
+	for i < len(sorted) && j < len(fresh) {
+		if comparePrecedence(fresh[j], sorted[i]) < 0 {
+			out = append(out, fresh[j])
+			j++
+		} else {
+			out = append(out, sorted[i])
+			i++
+		}
+	}
+	out = append(out, sorted[i:]...)
+	return append(out, fresh[j:]...)
+}
+
+func sameVirtualHost(a, b *VirtualHost) bool {
+	return a.Name == b.Name && a.Hostname == b.Hostname && slices.Equal(a.Certificates, b.Certificates)
+}
+
+// listener returns the previous listener of the same name when it equals l, l otherwise.
+func (m *Memo) listener(l *Listener) *Listener {
+	if m == nil {
+		return l
+	}
+	m.begin()
+	if prev := m.listeners[l.Name]; prev != nil && prev.Gateway == l.Gateway && prev.Port == l.Port &&
+		prev.Protocol == l.Protocol && slices.Equal(prev.VirtualHosts, l.VirtualHosts) &&
+		sameClientValidation(prev.ClientValidation, l.ClientValidation) {
+		l = prev
+	}
+	m.next.listeners[l.Name] = l
+	return l
+}
+
+func sameClientValidation(a, b *graph.FrontendValidation) bool {
+	return a == b || (a != nil && b != nil && reflect.DeepEqual(*a, *b))
+}
+
+// cluster returns the previous cluster of the same name when it equals c, c otherwise.
+func (m *Memo) cluster(c *Cluster) *Cluster {
+	if m == nil {
+		return c
+	}
+	m.begin()
+	if prev := m.clusters[c.Name]; prev != nil && sameCluster(prev, c) {
+		c = prev
+	}
+	m.next.clusters[c.Name] = c
+	return c
+}
+
+// secret returns the previous secret of the same name when it equals s, s otherwise.
+func (m *Memo) secret(s *Secret) *Secret {
+	if m == nil {
+		return s
+	}
+	m.begin()
+	if prev := m.secrets[s.Name]; prev != nil && sameSecret(prev, s) {
+		s = prev
+	}
+	m.next.secrets[s.Name] = s
+	return s
+}
+
+func sameCluster(a, b *Cluster) bool {
+	return a.Name == b.Name && a.Protocol == b.Protocol && slices.Equal(a.Endpoints, b.Endpoints) &&
+		(a.TLS == b.TLS || (a.TLS != nil && b.TLS != nil && reflect.DeepEqual(*a.TLS, *b.TLS))) &&
+		sameSecret(a.ClientCertificate, b.ClientCertificate)
+}
+
+func sameSecret(a, b *Secret) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Name == b.Name && a.CertificateChain == b.CertificateChain && slices.Equal(a.PrivateKey, b.PrivateKey)
+}
