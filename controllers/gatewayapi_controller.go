@@ -67,22 +67,23 @@ type GatewayAPIReconciler struct {
 // long it took and what triggered it.
 func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
-	trigger := r.changes.Take()
+	trigger, since := r.changes.Take()
 	r.refs.BeginLoad()
 	in, err := rebuild.Load(ctx, r.Client)
 	if err != nil {
 		r.refs.Loaded(nil)
-		r.changes.Restore(trigger)
+		r.changes.Restore(trigger, since)
 		return ctrl.Result{}, fmt.Errorf("read cluster state: %w", err)
 	}
 	r.refs.Loaded(in.State)
+	in.ChangedAt = since
 	res, err := r.Pipeline.Rebuild(ctx, in)
 	r.Debouncer.Cost(time.Since(start))
 	if r.afterRebuild != nil {
 		r.afterRebuild(in, res, err)
 	}
 	if err != nil {
-		r.changes.Restore(trigger)
+		r.changes.Restore(trigger, since)
 		return ctrl.Result{}, err
 	}
 	took := time.Since(start)

@@ -152,7 +152,7 @@ func BenchmarkRouteEdit(b *testing.B) {
 		i := 0
 		before := cpuTime(b)
 		for b.Loop() {
-			if _, err := p.publish(encoded[i%2], nil); err != nil {
+			if _, err := p.publish(encoded[i%2], nil, time.Time{}); err != nil {
 				b.Fatal(err)
 			}
 			i++

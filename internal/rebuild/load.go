@@ -3,6 +3,7 @@ package rebuild
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,10 @@ type Input struct {
 	CRDBundleVersion string
 	// CRDChannel is the channel of the installed Gateway API CRDs, empty when unknown.
 	CRDChannel string
+	// ChangedAt is when the earliest object change this rebuild handles was seen, zero when
+	// unknown; the snapshots it publishes carry it, so that the stream server can time each
+	// version from that change to its last proxy's ACK.
+	ChangedAt time.Time
 }
 
 // GatewayParametersGVK and CRDGVK are the metadata-only kinds Load reads.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/internal/graph"
@@ -107,7 +108,7 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	p.inc.seen = p.inc.seen.update(in.State, opts, changes)
 	p.Metrics.observeFailures(failed)
 	authorityChanged := p.Authority.Update(g)
-	res, err := p.publish(encoded, failed)
+	res, err := p.publish(encoded, failed, in.ChangedAt)
 	res.AuthorityChanged = authorityChanged
 	if err != nil {
 		return res, err
@@ -138,7 +139,7 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 // publish sets the snapshot of every scope encoded anew in the cache and deletes the scopes set
 // before but served no more. A scope whose encoding is the one already published costs nothing
 // (its version was not computed again either); a scope that failed keeps what it had.
-func (p *Pipeline) publish(encoded []scopeEncoding, failed []ScopeFailure) (Result, error) {
+func (p *Pipeline) publish(encoded []scopeEncoding, failed []ScopeFailure, changedAt time.Time) (Result, error) {
 	res := Result{Failed: failed}
 	if p.scopes == nil {
 		p.scopes = map[cache.Scope]bool{}
@@ -155,6 +156,7 @@ func (p *Pipeline) publish(encoded []scopeEncoding, failed []ScopeFailure) (Resu
 			continue
 		}
 		p.scopes[e.Scope] = true
+		e.Snapshot.SetChangedAt(changedAt)
 		changed, err := p.Cache.SetSnapshot(e.Scope, e.Snapshot)
 		if err != nil {
 			return res, fmt.Errorf("set snapshot of %s: %w", e.Scope, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,7 +68,10 @@ func TestPipelinePublishesScopesAndAnswersForThem(t *testing.T) {
 	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), Status: writer, IsLeader: func() bool { return leader }}
 	web := cache.Gateway("prod", "web")
 
-	res, err := p.Rebuild(context.Background(), input(t, world))
+	changedAt := time.Unix(1000, 0)
+	in := input(t, world)
+	in.ChangedAt = changedAt
+	res, err := p.Rebuild(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +84,11 @@ func TestPipelinePublishesScopesAndAnswersForThem(t *testing.T) {
 	}
 	if writer.calls != 0 {
 		t.Fatal("a follower wrote status")
+	}
+	for _, s := range want {
+		if got := p.Cache.Get(s).ChangedAt(); !got.Equal(changedAt) {
+			t.Errorf("%s was published changed at %v, want the rebuild's change time %v", s, got, changedAt)
+		}
 	}
 	keys := func(s cache.Scope) []string {
 		var out []string

@@ -1,6 +1,9 @@
 package rebuild
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Trigger labels that are not object kinds.
 const (
@@ -33,11 +36,24 @@ func (t Trigger) Label() string {
 	return TriggerMultiple
 }
 
-// Changes collects the kinds of the changes that arrive between two rebuilds. The zero value is
-// ready to use, and it is safe for concurrent use.
+// Changes collects the kinds of the changes that arrive between two rebuilds, and when the
+// earliest of them arrived. The zero value is ready to use (with the real clock), and it is safe
+// for concurrent use.
 type Changes struct {
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+
 	mu      sync.Mutex
 	pending Trigger
+	// since is when the earliest pending change was recorded; zero with none pending.
+	since time.Time
+}
+
+func (c *Changes) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
 }
 
 // Add records one change of kind. Call it before triggering the rebuild, so that the rebuild
@@ -48,25 +64,29 @@ func (c *Changes) Add(kind string) {
 	if c.pending == nil {
 		c.pending = Trigger{}
 	}
+	if len(c.pending) == 0 {
+		c.since = c.now()
+	}
 	c.pending[kind]++
 }
 
-// Take returns the changes recorded since the last Take and forgets them. A rebuild takes them
-// before it reads the cache: a change recorded later is handled by the next rebuild, which its
-// trigger asks for.
-func (c *Changes) Take() Trigger {
+// Take returns the changes recorded since the last Take, and when the earliest of them was
+// recorded (zero with none), and forgets them. A rebuild takes them before it reads the cache: a
+// change recorded later is handled by the next rebuild, which its trigger asks for.
+func (c *Changes) Take() (Trigger, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.pending
-	c.pending = nil
+	t, since := c.pending, c.since
+	c.pending, c.since = nil, time.Time{}
 	if t == nil {
-		return Trigger{}
+		return Trigger{}, time.Time{}
 	}
-	return t
+	return t, since
 }
 
-// Restore gives back the changes of a rebuild that failed, so that its retry reports them.
-func (c *Changes) Restore(t Trigger) {
+// Restore gives back the changes of a rebuild that failed, with when the earliest of them was
+// recorded, so that its retry reports them and times them from then.
+func (c *Changes) Restore(t Trigger, since time.Time) {
 	if len(t) == 0 {
 		return
 	}
@@ -74,6 +94,9 @@ func (c *Changes) Restore(t Trigger) {
 	defer c.mu.Unlock()
 	if c.pending == nil {
 		c.pending = make(Trigger, len(t))
+	}
+	if len(c.pending) == 0 || (!since.IsZero() && since.Before(c.since)) {
+		c.since = since
 	}
 	for kind, n := range t {
 		c.pending[kind] += n

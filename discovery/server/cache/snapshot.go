@@ -27,6 +27,9 @@ type digest [sha256.Size]byte
 type Snapshot struct {
 	version   string
 	createdAt time.Time
+	// changedAt is when the controller saw the earliest object change this version includes;
+	// zero when unknown.
+	changedAt time.Time
 	resources []*discoveryv1.Resource
 	digests   map[string]digest
 	// size is the size of the full snapshot's encoding.
@@ -103,6 +106,15 @@ func (s *Snapshot) Version() string { return s.version }
 
 // CreatedAt returns when the snapshot was set, for the set-to-ACK latency.
 func (s *Snapshot) CreatedAt() time.Time { return s.createdAt }
+
+// ChangedAt returns when the earliest object change this version includes was seen, as
+// SetChangedAt recorded it; zero when unknown.
+func (s *Snapshot) ChangedAt() time.Time { return s.changedAt }
+
+// SetChangedAt records when the earliest object change this version includes was seen (the
+// controller's watch event), for the change-to-convergence latency. Call it before the snapshot
+// is given to the cache.
+func (s *Snapshot) SetChangedAt(t time.Time) { s.changedAt = t }
 
 // Resources returns the resources sorted by key. Callers must not modify them.
 func (s *Snapshot) Resources() []*discoveryv1.Resource { return slices.Clone(s.resources) }

@@ -13,7 +13,8 @@ import (
 // converges when every stream still connected has acknowledged it. A version superseded before
 // that, or that a live proxy refuses, is not observed.
 type convergence struct {
-	observe func(time.Duration)
+	// observe receives each converged version and when its last stream acknowledged it.
+	observe func(snap *cache.Snapshot, lastAck time.Time)
 
 	mu     sync.Mutex
 	scopes map[cache.Scope]*progress
@@ -34,7 +35,7 @@ type progress struct {
 	done    bool
 }
 
-func newConvergence(observe func(time.Duration)) *convergence {
+func newConvergence(observe func(snap *cache.Snapshot, lastAck time.Time)) *convergence {
 	return &convergence{observe: observe, scopes: make(map[cache.Scope]*progress), held: make(map[*session]*cache.Snapshot)}
 }
 
@@ -99,5 +100,5 @@ func (c *convergence) check(p *progress) {
 		return
 	}
 	p.done = true
-	c.observe(p.lastAck.Sub(p.snap.CreatedAt()))
+	c.observe(p.snap, p.lastAck)
 }

@@ -83,7 +83,7 @@ func TestConvergence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var got []time.Duration
-			c := newConvergence(func(d time.Duration) { got = append(got, d) })
+			c := newConvergence(func(snap *cache.Snapshot, lastAck time.Time) { got = append(got, lastAck.Sub(snap.CreatedAt())) })
 			sessions := map[string]*session{}
 			for _, step := range tc.steps {
 				f := strings.Fields(step)
@@ -222,5 +222,55 @@ func TestEncodedSizeGauge(t *testing.T) {
 	delete(want, apiScope.String())
 	if diff := cmp.Diff(want, sizes()); diff != "" {
 		t.Fatalf("sizes after a deletion (-want +got):\n%s", diff)
+	}
+}
+
+// Tests that a version the controller stamped with the time of the object change it includes is
+// timed from that change once its last stream acknowledges it, and that a version without the
+// stamp is timed from its Set only.
+func TestChangeConvergenceFromTheObjectChange(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const changes = "coxswain_discovery_change_convergence_seconds"
+	e.set(t, webScope, map[string]string{"a": "1"})
+	p := e.subscribe(t, webID, "web-0", webScope)
+	s := p.mustRecv()
+	p.ack(s)
+	waitFor(t, "the first version to converge", func() bool {
+		return e.histogramCount(t, "coxswain_discovery_snapshot_convergence_seconds") == 1
+	})
+	if got := e.histogramCount(t, changes); got != 0 {
+		t.Fatalf("a version without a change time was observed from its change (%d samples)", got)
+	}
+
+	r, err := cache.NewResource("a", wrapperspb.String("2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := cache.NewSnapshot([]*discoveryv1.Resource{r}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ago = time.Hour
+	snap.SetChangedAt(time.Now().Add(-ago))
+	if changed, err := e.cache.SetSnapshot(webScope, snap); err != nil || !changed {
+		t.Fatalf("SetSnapshot = %v, %v", changed, err)
+	}
+	d := p.mustRecv()
+	expect(t, d, false, map[string]string{"a": "2"}, nil)
+	p.ack(d)
+	waitFor(t, "the stamped version to converge", func() bool { return e.histogramCount(t, changes) == 1 })
+	mfs, err := e.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != changes {
+			continue
+		}
+		// Set and ACK happen within the test's run, so the sum is the hour ago and a little.
+		if sum := mf.GetMetric()[0].GetHistogram().GetSampleSum(); sum < ago.Seconds() || sum > ago.Seconds()+60 {
+			t.Errorf("change to convergence = %.1fs, want about %.0fs", sum, ago.Seconds())
+		}
 	}
 }

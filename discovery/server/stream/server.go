@@ -128,7 +128,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	converge := newConvergence(func(d time.Duration) { m.convergence.Observe(d.Seconds()) })
+	converge := newConvergence(m.observeConvergence)
 	return &Server{
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
 		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, converge: converge, health: newHealth(),
