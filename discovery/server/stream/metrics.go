@@ -20,8 +20,8 @@ type metrics struct {
 	convergence prometheus.Histogram
 	// changeConvergence times converged versions from the object change they include.
 	changeConvergence prometheus.Histogram
-	denied      *prometheus.CounterVec
-	sizes       *sizeCollector
+	denied            *prometheus.CounterVec
+	sizes             *sizeCollector
 }
 
 func newMetrics(reg prometheus.Registerer, snapshots *cache.Cache) (*metrics, error) {
