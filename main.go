@@ -185,6 +185,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 	}
 	gw := &controllers.GatewayAPIReconciler{
 		Client: mgr.GetClient(),
+		Cache:  mgr.GetCache(),
 		Pipeline: &rebuild.Pipeline{
 			Graph:       graph.Options{Namespace: o.namespace},
 			Cache:       snapshots,

@@ -39,7 +39,11 @@ import (
 // status only on the leader.
 type GatewayAPIReconciler struct {
 	// Client reads the informer cache.
-	Client    client.Client
+	Client client.Client
+	// Cache, when set, is what rebuilds read the cluster state from: the manager's cache
+	// (mgr.GetCache()), whose informer stores rebuild.Load reads without copying any object.
+	// Client when nil.
+	Cache     client.Reader
 	Pipeline  *rebuild.Pipeline
 	Debouncer *rebuild.Debouncer
 	// Elected closes when this replica becomes the leader (mgr.Elected()); a rebuild follows so
@@ -69,7 +73,7 @@ func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 	start := time.Now()
 	trigger, since := r.changes.Take()
 	r.refs.BeginLoad()
-	in, err := rebuild.Load(ctx, r.Client)
+	in, err := rebuild.Load(ctx, r.stateReader())
 	if err != nil {
 		r.refs.Loaded(nil)
 		r.changes.Restore(trigger, since)
@@ -90,6 +94,14 @@ func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 	r.Pipeline.Metrics.ObserveRebuild(trigger, took)
 	logRebuild(log.FromContext(ctx), trigger, took, res)
 	return ctrl.Result{}, nil
+}
+
+// stateReader is what rebuilds read the cluster state from.
+func (r *GatewayAPIReconciler) stateReader() client.Reader {
+	if r.Cache != nil {
+		return r.Cache
+	}
+	return r.Client
 }
 
 // logRebuild logs a rebuild that changed something at V(0) and every rebuild at V(1), where the

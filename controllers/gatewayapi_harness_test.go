@@ -83,6 +83,7 @@ func startGatewayAPI(t *testing.T, leader bool, namespace string) *gatewayAPI {
 	runManager(t, ctrl.Options{Scheme: gatewayScheme, Cache: crcache.Options{ByObject: GatewayAPICacheOptions()}}, func(mgr ctrl.Manager) error {
 		r := &GatewayAPIReconciler{
 			Client: mgr.GetClient(),
+			Cache:  mgr.GetCache(),
 			Pipeline: &rebuild.Pipeline{
 				Graph: graph.Options{Namespace: namespace},
 				Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load, Metrics: metrics,

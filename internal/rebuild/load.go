@@ -9,9 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -58,48 +61,58 @@ var (
 // Load reads every object the pipeline uses from r, meant to be the informer cache. It does not
 // copy them: the pipeline never mutates its input, and whoever writes must copy first. Only
 // kubernetes.io/tls Secrets are kept.
+//
+// When r is the manager's cache itself (mgr.GetCache(), which gives each kind's informer), the
+// typed objects are taken from the informers' stores as they are, the very objects the cache
+// holds: a List would copy every object into a list item first, which with thousands of routes
+// is a large part of a rebuild. The same object then keeps its pointer from one rebuild to the
+// next until the API server changes it. Other readers are listed.
 func Load(ctx context.Context, r client.Reader) (Input, error) {
 	cs := state.New()
-	var (
-		classes    gwapiv1.GatewayClassList
-		gateways   gwapiv1.GatewayList
-		routes     gwapiv1.HTTPRouteList
-		grants     gwapiv1.ReferenceGrantList
-		policies   gwapiv1.BackendTLSPolicyList
-		sets       gwapiv1.ListenerSetList
-		configMaps corev1.ConfigMapList
-		services   corev1.ServiceList
-		slices     discoveryv1.EndpointSliceList
-		secrets    corev1.SecretList
-		namespaces corev1.NamespaceList
-		params     metav1.PartialObjectMetadataList
-		proxies    appsv1.DeploymentList
-	)
+	var params metav1.PartialObjectMetadataList
 	params.SetGroupVersionKind(GatewayParametersGVK.GroupVersion().WithKind(GatewayParametersGVK.Kind + "List"))
-	for _, list := range []client.ObjectList{&classes, &gateways, &routes, &grants, &policies, &sets, &configMaps, &services, &slices, &secrets, &namespaces, &params, &proxies} {
-		if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-			return Input{}, fmt.Errorf("list %T: %w", list, err)
+	var proxies map[types.NamespacedName]*appsv1.Deployment
+	var secrets map[types.NamespacedName]*corev1.Secret
+	for _, load := range []func() error{
+		func() error { return loadInto(ctx, r, cs.GatewayClasses, &gwapiv1.GatewayClassList{}) },
+		func() error { return loadInto(ctx, r, cs.Gateways, &gwapiv1.GatewayList{}) },
+		func() error { return loadInto(ctx, r, cs.HTTPRoutes, &gwapiv1.HTTPRouteList{}) },
+		func() error { return loadInto(ctx, r, cs.ReferenceGrants, &gwapiv1.ReferenceGrantList{}) },
+		func() error { return loadInto(ctx, r, cs.BackendTLSPolicies, &gwapiv1.BackendTLSPolicyList{}) },
+		func() error { return loadInto(ctx, r, cs.ListenerSets, &gwapiv1.ListenerSetList{}) },
+		func() error { return loadInto(ctx, r, cs.ConfigMaps, &corev1.ConfigMapList{}) },
+		func() error { return loadInto(ctx, r, cs.Services, &corev1.ServiceList{}) },
+		func() error { return loadInto(ctx, r, cs.EndpointSlices, &discoveryv1.EndpointSliceList{}) },
+		func() error { return loadInto(ctx, r, cs.Namespaces, &corev1.NamespaceList{}) },
+		func() error {
+			proxies = map[types.NamespacedName]*appsv1.Deployment{}
+			return loadInto(ctx, r, proxies, &appsv1.DeploymentList{})
+		},
+		func() error {
+			secrets = map[types.NamespacedName]*corev1.Secret{}
+			return loadInto(ctx, r, secrets, &corev1.SecretList{})
+		},
+		func() error {
+			// Metadata only, and few: listed.
+			if err := r.List(ctx, &params, client.UnsafeDisableDeepCopy); err != nil {
+				return fmt.Errorf("list %T: %w", &params, err)
+			}
+			fill(cs.GatewayParameters, params.Items)
+			return nil
+		},
+	} {
+		if err := load(); err != nil {
+			return Input{}, err
 		}
 	}
-	fill(cs.GatewayClasses, classes.Items)
-	fill(cs.Gateways, gateways.Items)
-	fill(cs.HTTPRoutes, routes.Items)
-	fill(cs.ReferenceGrants, grants.Items)
-	fill(cs.BackendTLSPolicies, policies.Items)
-	fill(cs.ListenerSets, sets.Items)
-	fill(cs.ConfigMaps, configMaps.Items)
-	fill(cs.Services, services.Items)
-	fill(cs.EndpointSlices, slices.Items)
-	fill(cs.Namespaces, namespaces.Items)
-	fill(cs.GatewayParameters, params.Items)
-	for i := range proxies.Items {
-		if d := &proxies.Items[i]; d.Labels[ProxyLabel] == ProxyLabelValue {
-			cs.Deployments[state.Key(d)] = d
+	for key, d := range proxies {
+		if d.Labels[ProxyLabel] == ProxyLabelValue {
+			cs.Deployments[key] = d
 		}
 	}
-	for i := range secrets.Items {
-		if s := &secrets.Items[i]; s.Type == corev1.SecretTypeTLS {
-			cs.Secrets[state.Key(s)] = s
+	for key, s := range secrets {
+		if s.Type == corev1.SecretTypeTLS {
+			cs.Secrets[key] = s
 		}
 	}
 	version, channel, err := bundleVersion(ctx, r)
@@ -107,6 +120,56 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 		return Input{}, err
 	}
 	return Input{State: cs, CRDBundleVersion: version, CRDChannel: channel}, nil
+}
+
+// informers is what the manager's cache gives besides reading: the informer of each kind.
+type informers interface {
+	GetInformer(ctx context.Context, obj client.Object, opts ...crcache.InformerGetOption) (crcache.Informer, error)
+}
+
+// storeOf is the part of a client-go informer that holds the cached objects; the informers of
+// controller-runtime's cache are client-go's shared index informers.
+type storeOf interface {
+	GetStore() toolscache.Store
+}
+
+// loadInto puts every object of list's kind into into: from the kind's informer store when r
+// gives one (no copy), else by listing r into list.
+func loadInto[T any, P interface {
+	*T
+	client.Object
+}, L client.ObjectList](ctx context.Context, r client.Reader, into map[types.NamespacedName]P, list L) error {
+	if inf, ok := r.(informers); ok {
+		informer, err := inf.GetInformer(ctx, P(new(T)))
+		if err != nil {
+			return fmt.Errorf("informer of %T: %w", list, err)
+		}
+		if store, ok := informer.(storeOf); ok {
+			for _, item := range store.GetStore().List() {
+				obj, ok := item.(P)
+				if !ok {
+					return fmt.Errorf("the informer of %T holds a %T", list, item)
+				}
+				into[state.Key(obj)] = obj
+			}
+			return nil
+		}
+	}
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list %T: %w", list, err)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return fmt.Errorf("list %T: %w", list, err)
+	}
+	for _, item := range items {
+		obj, ok := item.(P)
+		if !ok {
+			return fmt.Errorf("list %T holds a %T", list, item)
+		}
+		into[state.Key(obj)] = obj
+	}
+	return nil
 }
 
 func fill[T any, P interface {
