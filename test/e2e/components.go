@@ -22,6 +22,8 @@ const (
 	OperatorProbePort = 18081
 	// OperatorPprofPort serves the operator's runtime profiles when a benchmark asks for them.
 	OperatorPprofPort = 18082
+	// OperatorMetricsPort serves the operator's metrics when a benchmark reads them.
+	OperatorMetricsPort = 18083
 	// GatewayPort is the port of the shared pool Gateway's listener. The shared proxy serves it
 	// on the Gateway's internal port, which the Gateway's Service maps it to (see
 	// suite.gatewayAddr).

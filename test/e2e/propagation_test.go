@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,9 @@ const (
 	EnvPropagation = "COXSWAIN_BENCH_PROPAGATION"
 	// EnvPropagationOut names a file the results table is written to, in Markdown.
 	EnvPropagationOut = "COXSWAIN_BENCH_PROPAGATION_OUT"
+	// EnvPropagationSizes replaces propagationSizes with a comma-separated list of route counts,
+	// ascending (for example "3000" to measure the largest size alone).
+	EnvPropagationSizes = "COXSWAIN_BENCH_PROPAGATION_SIZES"
 	// EnvPropagationProfiles names a directory: the operator and the shared proxy then serve
 	// runtime profiles, and CPU profiles of both over the probes at the largest size without
 	// churn are written there (operator.pprof, proxy.pprof).
@@ -63,6 +67,7 @@ func TestRoutePropagation(t *testing.T) {
 	s := newSuite(t)
 	profiles := os.Getenv(EnvPropagationProfiles)
 	s.profile = profiles != ""
+	s.metrics = true
 	s.runScenarios([]scenario{
 		{operatorReady, nil, s.operatorBecomesReady},
 		{proxyReady, []string{operatorReady}, s.sharedProxyBecomesReady},
@@ -81,8 +86,19 @@ func TestRoutePropagation(t *testing.T) {
 	defer b.c.CloseIdle()
 	b.setUpShift(ctx, t)
 
+	sizes := propagationSizes
+	if v := os.Getenv(EnvPropagationSizes); v != "" {
+		sizes = nil
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || (len(sizes) > 0 && n < sizes[len(sizes)-1]) {
+				t.Fatalf("%s=%q: want ascending route counts, comma-separated", EnvPropagationSizes, v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
 	var rows []propagationRow
-	for _, size := range propagationSizes {
+	for _, size := range sizes {
 		b.fill(ctx, t, size)
 		for _, churn := range []bool{false, true} {
 			stop := func() int64 { return 0 }
@@ -90,7 +106,7 @@ func TestRoutePropagation(t *testing.T) {
 				stop = b.churn(ctx, t)
 			}
 			var profiled func()
-			if profiles != "" && size == propagationSizes[len(propagationSizes)-1] && !churn {
+			if profiles != "" && size == sizes[len(sizes)-1] && !churn {
 				profiled = s.profileCPU(ctx, t, profiles)
 			}
 			create, remove, shift := b.probe(ctx, t)
@@ -135,6 +151,8 @@ type samples struct {
 	d      []time.Duration
 	errors int
 	lost   int // probes that never saw their change within probeTimeout
+	// operator splits the probes' time by the operator's metrics.
+	operator breakdown
 }
 
 type propagationRow struct {
@@ -241,25 +259,31 @@ func (b *propagation) probe(ctx context.Context, t *testing.T) (create, remove, 
 		name := fmt.Sprintf("probe-%d-%d", len(b.routes), i)
 		host := name + ".example.com"
 		r := HTTPRoute(Route{Namespace: appNamespace, Name: name, Gateway: gatewayName, Hostname: host, PathPrefix: "/", Service: serviceName})
+		before := b.scrapeOperator(ctx, t, 0)
 		start := time.Now()
 		if err := b.s.cluster.Client.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		create.add(b.until(ctx, start, host, http.StatusOK, http.StatusNotFound, ""))
+		created := b.scrapeOperator(ctx, t, before.convergeN+1)
+		create.operator.add(before, created)
 		start = time.Now()
 		if err := b.s.cluster.Client.Delete(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 		remove.add(b.until(ctx, start, host, http.StatusNotFound, http.StatusOK, ""))
+		remove.operator.add(created, b.scrapeOperator(ctx, t, created.convergeN+1))
 	}
 	for i := range propagationSamples {
 		to, from := b.other, b.s.backend
 		if i%2 == 1 {
 			to, from = from, to
 		}
+		before := b.scrapeOperator(ctx, t, 0)
 		start := time.Now()
 		b.pointShiftAt(ctx, t, to)
 		shift.add(b.until(ctx, start, shiftHost, http.StatusOK, http.StatusOK, to.Name, from.Name))
+		shift.operator.add(before, b.scrapeOperator(ctx, t, before.convergeN+1))
 	}
 	return create, remove, shift
 }
@@ -371,12 +395,14 @@ func percentile(d []time.Duration, p float64) time.Duration {
 
 func propagationTable(rows []propagationRow) string {
 	var sb strings.Builder
-	sb.WriteString("| routes present | change | samples | p50 | p99 | max | wrong answers | never live |\n")
-	sb.WriteString("|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| routes present | change | samples | p50 | p99 | max | wrong answers | never live | watch event to last ACK, p50 / p99 | rebuild p50 | rebuilds per probe |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 	for _, r := range rows {
-		fmt.Fprintf(&sb, "| %s | %s | %d | %s | %s | %s | %d | %d |\n", r.size, r.what, len(r.d),
-			ms(percentile(r.d, 50)), ms(percentile(r.d, 99)), ms(percentile(r.d, 100)), r.errors, r.lost)
+		op := r.operator
+		fmt.Fprintf(&sb, "| %s | %s | %d | %s | %s | %s | %d | %d | %s / %s | %s | %.1f |\n", r.size, r.what, len(r.d),
+			ms(percentile(r.d, 50)), ms(percentile(r.d, 99)), ms(percentile(r.d, 100)), r.errors, r.lost,
+			ms(percentile(op.converge, 50)), ms(percentile(op.converge, 99)), ms(percentile(op.rebuild, 50)), op.meanRebuilds())
 	}
 	return sb.String()
 }

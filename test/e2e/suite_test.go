@@ -34,6 +34,8 @@ type suite struct {
 	// profile makes the operator and the shared proxy serve runtime profiles (the operator on
 	// OperatorPprofPort, a proxy on its health address).
 	profile bool
+	// metrics makes the operator serve its metrics on OperatorMetricsPort.
+	metrics bool
 }
 
 // window is when a scenario ran.
@@ -101,6 +103,10 @@ func (s *suite) startOperatorWith(t *testing.T, o OperatorOptions) *Process {
 	args := OperatorArgs(o)
 	if s.profile {
 		args = append(args, "--pprof-bind-address="+loopback(OperatorPprofPort))
+	}
+	if s.metrics {
+		// The last of a repeated flag wins: this replaces OperatorArgs' "0".
+		args = append(args, "--metrics-bind-address="+loopback(OperatorMetricsPort))
 	}
 	return s.start(t, "operator", s.bins.Operator, args, []string{"KUBECONFIG=" + o.Kubeconfig})
 }
