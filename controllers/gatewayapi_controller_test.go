@@ -424,3 +424,34 @@ func TestUnreferencedServiceChurnCostsNoRebuild(t *testing.T) {
 		return s != nil && s.Labels["churn"] == "referenced"
 	})
 }
+
+// Tests that a route whose status another writer changed gets ours back at the next rebuild,
+// though neither the route's spec nor the parents we want for it changed: the status writer
+// skips only a route it has seen unchanged since it last wrote it.
+func TestRouteStatusChangedByAnotherWriterIsRestored(t *testing.T) {
+	ns := newNamespace(t)
+	h := startGatewayAPI(t, true, "")
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	h.newBackend(ns, "echo", "10.1.2.3")
+	h.create(newGateway(ns, "web", class))
+	h.create(newHTTPRoute(ns, "echo", []gwapiv1.ParentReference{parentRef(ns, "web")}, ns, "echo"))
+	eventually(t, "the route is accepted", h.routeCondition(ns, "echo", "web", string(gwapiv1.RouteConditionAccepted), metav1.ConditionTrue, ""))
+	h.statusSettled()
+
+	var r gwapiv1.HTTPRoute
+	h.get(&r, ns, "echo")
+	for i := range r.Status.Parents {
+		for j := range r.Status.Parents[i].Conditions {
+			if c := &r.Status.Parents[i].Conditions[j]; c.Type == string(gwapiv1.RouteConditionAccepted) {
+				c.Status, c.Reason = metav1.ConditionFalse, "Tampered"
+			}
+		}
+	}
+	if err := h.c.Status().Update(context.Background(), &r); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the route's status is changed", h.routeCondition(ns, "echo", "web", string(gwapiv1.RouteConditionAccepted), metav1.ConditionFalse, "Tampered"))
+	touch(t, h.c, &corev1.Service{}, ns, "echo", "touched", "1")
+	h.rebuiltWith("the relabelled Service", serviceLabelled(ns, "echo", "touched", "1"))
+	eventually(t, "the route is accepted again", h.routeCondition(ns, "echo", "web", string(gwapiv1.RouteConditionAccepted), metav1.ConditionTrue, ""))
+}

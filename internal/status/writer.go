@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,19 @@ type Writer struct {
 	// load balancer that never comes): the condition says it, the event makes it visible in
 	// `kubectl get events` once, at the transition.
 	Recorder events.EventRecorder
+
+	// routes remembers, per HTTPRoute, the object and the parents wanted at its last write
+	// that ended well (patched, or found as wanted): the same object (the informer cache keeps
+	// an unchanged object's pointer) with the same parents wanted needs no copy or comparison
+	// again. Any change of the route, ours included, is a new object.
+	mu     sync.Mutex
+	routes map[types.NamespacedName]routeWrite
+}
+
+// routeWrite is an HTTPRoute's last write that ended well.
+type routeWrite struct {
+	src  *gwapiv1.HTTPRoute
+	want []gwapiv1.RouteParentStatus
 }
 
 // Write patches the status of every GatewayClass, Gateway, HTTPRoute and BackendTLSPolicy of g
@@ -78,9 +92,22 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 	for _, want := range st.HTTPRoutes {
 		ours[types.NamespacedName{Namespace: want.Namespace, Name: want.Name}] = want.Parents
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	done := make(map[types.NamespacedName]routeWrite, len(cs.HTTPRoutes))
 	for key, route := range cs.HTTPRoutes {
-		count(w.writeHTTPRoute(ctx, route, g.ControllerName, ours[key], now))
+		want := ours[key]
+		if last, ok := w.routes[key]; ok && last.src == route && equality.Semantic.DeepEqual(last.want, want) {
+			done[key] = last
+			continue
+		}
+		wrote, err := w.writeHTTPRoute(ctx, route, g.ControllerName, want, now)
+		if err == nil {
+			done[key] = routeWrite{src: route, want: want}
+		}
+		count(wrote, err)
 	}
+	w.routes = done
 	for _, want := range st.BackendTLSPolicies {
 		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
 		count(w.writeBackendTLSPolicy(ctx, cs.BackendTLSPolicies[key], g.ControllerName, want.Ancestors, now))
