@@ -67,6 +67,42 @@ func newRouteEdit(routes int) *routeEdit {
 // flip puts the i-th spec of the route in the cluster, alternating between the two.
 func (e *routeEdit) flip(i int) { e.cs.HTTPRoutes[e.key] = e.states[(i+1)%2] }
 
+// benchRouteEdit runs e's edits through a follower's pipeline; with scratch, its memos are
+// dropped before every edit.
+func benchRouteEdit(b *testing.B, e *routeEdit, scratch bool) {
+	b.Helper()
+	p := newBenchPipeline(b, e.cs)
+	b.ReportAllocs()
+	i := 0
+	before := cpuTime(b)
+	for b.Loop() {
+		e.flip(i)
+		i++
+		if scratch {
+			p.inc = incremental{}
+		}
+		res, err := p.Rebuild(context.Background(), Input{State: e.cs})
+		if err != nil || len(res.Changed) != 1 {
+			b.Fatalf("rebuild changed %v, error %v; want the shared pool", res.Changed, err)
+		}
+	}
+	reportCPU(b, before)
+}
+
+// newOneListenerEdit is newRouteEdit with every route on the listener of gw-0 and a hostname of
+// its own.
+func newOneListenerEdit(routes int) *routeEdit {
+	cs := scaleState(routes)
+	for key, r := range cs.HTTPRoutes {
+		r = r.DeepCopy()
+		r.Spec.ParentRefs[0].Name = "gw-0"
+		r.Spec.Hostnames = []gwapiv1.Hostname{gwapiv1.Hostname(r.Name + ".example.com")}
+		cs.HTTPRoutes[key] = r
+	}
+	key := types.NamespacedName{Namespace: "ns-0", Name: "route-0"}
+	return &routeEdit{cs: cs, key: key, states: [2]*gwapiv1.HTTPRoute{cs.HTTPRoutes[key], editRoute(cs, key)}}
+}
+
 // BenchmarkRouteEdit measures the controller's cost of one HTTPRoute edit among 5,000 routes
 // (scaleState): "rebuild" is what an edit costs, the whole pipeline as it runs (graph, then the
 // incremental compile and encode of what the edit can affect, scope authority, publish to the
@@ -83,25 +119,14 @@ func BenchmarkRouteEdit(b *testing.B) {
 			name = "rebuild-from-scratch"
 		}
 		b.Run(fmt.Sprintf("routes=%d/%s", routes, name), func(b *testing.B) {
-			e := newRouteEdit(routes)
-			p := newBenchPipeline(b, e.cs)
-			b.ReportAllocs()
-			i := 0
-			before := cpuTime(b)
-			for b.Loop() {
-				e.flip(i)
-				i++
-				if scratch {
-					p.inc = incremental{}
-				}
-				res, err := p.Rebuild(context.Background(), Input{State: e.cs})
-				if err != nil || len(res.Changed) != 1 {
-					b.Fatalf("rebuild changed %v, error %v; want the shared pool", res.Changed, err)
-				}
-			}
-			reportCPU(b, before)
+			benchRouteEdit(b, newRouteEdit(routes), scratch)
 		})
 	}
+	// The shape of the propagation benchmark (test/e2e): every route on one listener, each with
+	// a hostname of its own, so the listener's resource holds 3,000 virtual hosts.
+	b.Run("routes=3000/one-listener/rebuild", func(b *testing.B) {
+		benchRouteEdit(b, newOneListenerEdit(3000), false)
+	})
 	b.Run(fmt.Sprintf("routes=%d/graph", routes), func(b *testing.B) {
 		e := newRouteEdit(routes)
 		b.ReportAllocs()
