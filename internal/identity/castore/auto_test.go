@@ -115,7 +115,7 @@ func TestAutoRotationOverlap(t *testing.T) {
 	// Two thirds into the CA's life a successor is published but does not sign yet.
 	clk.SetTime(rotationDue(oldCA).Add(time.Second))
 	var bundle *pki.Bundle
-	eventually(t, wait, "a published successor", func() bool {
+	h.afterClockMove(t, "a published successor", func() bool {
 		bundle, _ = h.store.Bundle()
 		return bundle != nil && bundle.Len() == 2
 	})
@@ -128,7 +128,7 @@ func TestAutoRotationOverlap(t *testing.T) {
 	// One SVID lifetime later the successor signs; the old root stays for the old SVIDs.
 	clk.Step(ttl)
 	var newCA *pki.CA
-	eventually(t, wait, "the successor to sign", func() bool {
+	h.afterClockMove(t, "the successor to sign", func() bool {
 		newCA, _, _ = h.store.Current()
 		return newCA != nil && !sameCA(newCA, oldCA)
 	})
@@ -148,7 +148,7 @@ func TestAutoRotationOverlap(t *testing.T) {
 
 	// Once every SVID of the old root has expired, it leaves the bundle.
 	clk.Step(ttl + leafSlack + time.Second)
-	eventually(t, wait, "the old root to leave the bundle", func() bool {
+	h.afterClockMove(t, "the old root to leave the bundle", func() bool {
 		b, _ := h.store.Bundle()
 		return b != nil && b.Len() == 1 && b.Contains(newCA.Certificate())
 	})
@@ -169,7 +169,7 @@ func TestAutoSuccessorOverlapCoversTheLongestSVIDLifetime(t *testing.T) {
 	h.set.Set(lowered)
 
 	clk.SetTime(rotationDue(oldCA).Add(time.Second))
-	eventually(t, wait, "a published successor", func() bool {
+	h.afterClockMove(t, "a published successor", func() bool {
 		b, _ := h.store.Bundle()
 		return b != nil && b.Len() == 2
 	})

@@ -124,6 +124,25 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 
 const wait = 15 * time.Second
 
+// afterClockMove is eventually for a condition the store reaches once it sees a fake clock that
+// was just moved: it pokes the store's session on every poll. A session that read the clock just
+// before the move and set its timer just after would sleep until the new time plus the whole
+// wait it computed (a fake clock's timers count from when they are made), which with a real
+// clock cannot happen.
+func (h *harness) afterClockMove(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	eventually(t, wait, what, func() bool {
+		if cond() {
+			return true
+		}
+		select {
+		case h.store.poke <- struct{}{}:
+		default:
+		}
+		return false
+	})
+}
+
 // condition returns the CAReady condition.
 func (h *harness) condition() metav1.Condition {
 	for _, c := range h.board.Conditions() {
