@@ -208,6 +208,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 	}
 	prov := &controllers.ProvisionReconciler{
 		Client:          mgr.GetClient(),
+		Cache:           mgr.GetCache(),
 		Reader:          mgr.GetAPIReader(),
 		Graph:           graph.Options{Namespace: o.namespace},
 		Defaults:        func() provision.Defaults { return proxyDefaults(o, store.Get()) },

@@ -73,7 +73,7 @@ func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 	start := time.Now()
 	trigger, since := r.changes.Take()
 	r.refs.BeginLoad()
-	in, err := rebuild.Load(ctx, r.stateReader())
+	in, err := rebuild.Load(ctx, stateReader(r.Cache, r.Client))
 	if err != nil {
 		r.refs.Loaded(nil)
 		r.changes.Restore(trigger, since)
@@ -96,12 +96,13 @@ func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 	return ctrl.Result{}, nil
 }
 
-// stateReader is what rebuilds read the cluster state from.
-func (r *GatewayAPIReconciler) stateReader() client.Reader {
-	if r.Cache != nil {
-		return r.Cache
+// stateReader is what rebuild.Load reads the cluster state from: the manager's cache when
+// given, whose informer stores it reads without copying any object, else c.
+func stateReader(cache, c client.Reader) client.Reader {
+	if cache != nil {
+		return cache
 	}
-	return r.Client
+	return c
 }
 
 // logRebuild logs a rebuild that changed something at V(0) and every rebuild at V(1), where the

@@ -236,11 +236,7 @@ func TestAnotherControllersParentEntryIsPreserved(t *testing.T) {
 func TestStatusIsNotRewrittenWhenNothingChanged(t *testing.T) {
 	ns := newNamespace(t)
 	h := startGatewayAPI(t, true, "")
-	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
-	h.newBackend(ns, "echo", "10.1.2.3")
-	h.create(newGateway(ns, "web", class))
-	h.create(newHTTPRoute(ns, "echo", []gwapiv1.ParentReference{parentRef(ns, "web")}, ns, "echo"))
-	eventually(t, "the route is accepted", h.routeCondition(ns, "echo", "web", string(gwapiv1.RouteConditionAccepted), metav1.ConditionTrue, ""))
+	class := h.acceptedRoute(ns)
 
 	versions := func() []string {
 		var (
@@ -431,11 +427,7 @@ func TestUnreferencedServiceChurnCostsNoRebuild(t *testing.T) {
 func TestRouteStatusChangedByAnotherWriterIsRestored(t *testing.T) {
 	ns := newNamespace(t)
 	h := startGatewayAPI(t, true, "")
-	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
-	h.newBackend(ns, "echo", "10.1.2.3")
-	h.create(newGateway(ns, "web", class))
-	h.create(newHTTPRoute(ns, "echo", []gwapiv1.ParentReference{parentRef(ns, "web")}, ns, "echo"))
-	eventually(t, "the route is accepted", h.routeCondition(ns, "echo", "web", string(gwapiv1.RouteConditionAccepted), metav1.ConditionTrue, ""))
+	h.acceptedRoute(ns)
 	h.statusSettled()
 
 	var r gwapiv1.HTTPRoute
@@ -454,4 +446,17 @@ func TestRouteStatusChangedByAnotherWriterIsRestored(t *testing.T) {
 	touch(t, h.c, &corev1.Service{}, ns, "echo", "touched", "1")
 	h.rebuiltWith("the relabelled Service", serviceLabelled(ns, "echo", "touched", "1"))
 	eventually(t, "the route is accepted again", h.routeCondition(ns, "echo", "web", string(gwapiv1.RouteConditionAccepted), metav1.ConditionTrue, ""))
+}
+
+// acceptedRoute makes a GatewayClass of ours, a Gateway "web" of it, a backend "echo" and a
+// route "echo" from the one to the other in ns, waits until the route is accepted, and returns
+// the class's name.
+func (h *gatewayAPI) acceptedRoute(ns string) string {
+	h.t.Helper()
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	h.newBackend(ns, "echo", "10.1.2.3")
+	h.create(newGateway(ns, "web", class))
+	h.create(newHTTPRoute(ns, "echo", []gwapiv1.ParentReference{parentRef(ns, "web")}, ns, "echo"))
+	eventually(h.t, "the route is accepted", h.routeCondition(ns, "echo", "web", string(gwapiv1.RouteConditionAccepted), metav1.ConditionTrue, ""))
+	return class
 }

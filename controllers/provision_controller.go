@@ -51,6 +51,9 @@ var errParametersLag = errors.New("parameters seen by the graph are not in the c
 type ProvisionReconciler struct {
 	// Client reads the informer cache and writes.
 	Client client.Client
+	// Cache, when set, is what reconciles read the cluster state from: the manager's cache
+	// (mgr.GetCache()), as for GatewayAPIReconciler. Client when nil.
+	Cache client.Reader
 	// Reader reads past the cache (mgr.GetAPIReader()): the cache holds only our labelled
 	// objects, and a name may be taken by an object without our labels.
 	Reader client.Reader
@@ -72,7 +75,7 @@ type ProvisionReconciler struct {
 
 // Reconcile makes the dedicated proxy objects of one Gateway what the graph wants.
 func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	in, err := rebuild.Load(ctx, r.Client)
+	in, err := rebuild.Load(ctx, stateReader(r.Cache, r.Client))
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read cluster state: %w", err)
 	}

@@ -47,6 +47,7 @@ func startProvision(t *testing.T, namespace string) *ProvisionReconciler {
 	mgr := runManager(t, ctrl.Options{Scheme: gatewayScheme, Cache: crcache.Options{ByObject: byObject}}, func(mgr ctrl.Manager) error {
 		r = &ProvisionReconciler{
 			Client:   mgr.GetClient(),
+			Cache:    mgr.GetCache(),
 			Reader:   mgr.GetAPIReader(),
 			Graph:    graph.Options{Namespace: namespace},
 			Defaults: func() provision.Defaults { return testDefaults },

@@ -71,40 +71,31 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 	cs := state.New()
 	var params metav1.PartialObjectMetadataList
 	params.SetGroupVersionKind(GatewayParametersGVK.GroupVersion().WithKind(GatewayParametersGVK.Kind + "List"))
-	var proxies map[types.NamespacedName]*appsv1.Deployment
-	var secrets map[types.NamespacedName]*corev1.Secret
-	for _, load := range []func() error{
-		func() error { return loadInto(ctx, r, cs.GatewayClasses, &gwapiv1.GatewayClassList{}) },
-		func() error { return loadInto(ctx, r, cs.Gateways, &gwapiv1.GatewayList{}) },
-		func() error { return loadInto(ctx, r, cs.HTTPRoutes, &gwapiv1.HTTPRouteList{}) },
-		func() error { return loadInto(ctx, r, cs.ReferenceGrants, &gwapiv1.ReferenceGrantList{}) },
-		func() error { return loadInto(ctx, r, cs.BackendTLSPolicies, &gwapiv1.BackendTLSPolicyList{}) },
-		func() error { return loadInto(ctx, r, cs.ListenerSets, &gwapiv1.ListenerSetList{}) },
-		func() error { return loadInto(ctx, r, cs.ConfigMaps, &corev1.ConfigMapList{}) },
-		func() error { return loadInto(ctx, r, cs.Services, &corev1.ServiceList{}) },
-		func() error { return loadInto(ctx, r, cs.EndpointSlices, &discoveryv1.EndpointSliceList{}) },
-		func() error { return loadInto(ctx, r, cs.Namespaces, &corev1.NamespaceList{}) },
-		func() error {
-			proxies = map[types.NamespacedName]*appsv1.Deployment{}
-			return loadInto(ctx, r, proxies, &appsv1.DeploymentList{})
-		},
-		func() error {
-			secrets = map[types.NamespacedName]*corev1.Secret{}
-			return loadInto(ctx, r, secrets, &corev1.SecretList{})
-		},
-		func() error {
-			// Metadata only, and few: listed.
-			if err := r.List(ctx, &params, client.UnsafeDisableDeepCopy); err != nil {
-				return fmt.Errorf("list %T: %w", &params, err)
-			}
-			fill(cs.GatewayParameters, params.Items)
-			return nil
-		},
+	proxies := map[types.NamespacedName]*appsv1.Deployment{}
+	secrets := map[types.NamespacedName]*corev1.Secret{}
+	for _, err := range []error{
+		loadInto(ctx, r, cs.GatewayClasses, &gwapiv1.GatewayClassList{}),
+		loadInto(ctx, r, cs.Gateways, &gwapiv1.GatewayList{}),
+		loadInto(ctx, r, cs.HTTPRoutes, &gwapiv1.HTTPRouteList{}),
+		loadInto(ctx, r, cs.ReferenceGrants, &gwapiv1.ReferenceGrantList{}),
+		loadInto(ctx, r, cs.BackendTLSPolicies, &gwapiv1.BackendTLSPolicyList{}),
+		loadInto(ctx, r, cs.ListenerSets, &gwapiv1.ListenerSetList{}),
+		loadInto(ctx, r, cs.ConfigMaps, &corev1.ConfigMapList{}),
+		loadInto(ctx, r, cs.Services, &corev1.ServiceList{}),
+		loadInto(ctx, r, cs.EndpointSlices, &discoveryv1.EndpointSliceList{}),
+		loadInto(ctx, r, cs.Namespaces, &corev1.NamespaceList{}),
+		loadInto(ctx, r, proxies, &appsv1.DeploymentList{}),
+		loadInto(ctx, r, secrets, &corev1.SecretList{}),
 	} {
-		if err := load(); err != nil {
+		if err != nil {
 			return Input{}, err
 		}
 	}
+	// Metadata only, and few: listed.
+	if err := r.List(ctx, &params, client.UnsafeDisableDeepCopy); err != nil {
+		return Input{}, fmt.Errorf("list %T: %w", &params, err)
+	}
+	fill(cs.GatewayParameters, params.Items)
 	for key, d := range proxies {
 		if d.Labels[ProxyLabel] == ProxyLabelValue {
 			cs.Deployments[key] = d

@@ -71,6 +71,9 @@ func scrapeTotals(ctx context.Context, addr string) (operatorTotals, error) {
 	if err != nil {
 		return out, err
 	}
+	if families[changeConvergenceMetric] == nil {
+		return out, fmt.Errorf("no %s", changeConvergenceMetric)
+	}
 	for _, m := range families[changeConvergenceMetric].GetMetric() {
 		out.convergeSum += m.GetHistogram().GetSampleSum()
 		out.convergeN += m.GetHistogram().GetSampleCount()
@@ -78,9 +81,6 @@ func scrapeTotals(ctx context.Context, addr string) (operatorTotals, error) {
 	for _, m := range families[rebuildDurationMetric].GetMetric() {
 		out.rebuildSum += m.GetHistogram().GetSampleSum()
 		out.rebuildN += m.GetHistogram().GetSampleCount()
-	}
-	if families[changeConvergenceMetric] == nil {
-		return out, fmt.Errorf("no %s", changeConvergenceMetric)
 	}
 	return out, nil
 }
