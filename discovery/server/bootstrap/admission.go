@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
@@ -21,41 +22,61 @@ const (
 	// DefaultRefusedTokenTTL is how long a token the API server refused is refused without a
 	// new review.
 	DefaultRefusedTokenTTL = 30 * time.Second
-	// maxRefusedTokens bounds the memory of refused tokens.
-	maxRefusedTokens = 4096
+	// DefaultMaxRenewalsPerIdentity is how many bootstraps presenting the SVID of one SPIFFE ID
+	// may run or wait in the renewal lane at once.
+	DefaultMaxRenewalsPerIdentity = 4
+	// DefaultRefusedIdentityTTL is how long a SPIFFE ID is kept out of the renewal lane after a
+	// review refused a token presented with its SVID.
+	DefaultRefusedIdentityTTL = time.Minute
+	// maxRefused bounds the memory of each refused set.
+	maxRefused = 4096
 )
 
-// refusedTokens remembers, by hash, tokens a review refused, for a short while.
-type refusedTokens struct {
+// Why a caller presenting a verified SVID is sent to the first-bootstrap lane: the label values
+// of coxswain_discovery_bootstrap_renewal_lane_refused_total.
+const (
+	// laneSubjectMismatch: the token claims another ServiceAccount than the SVID names.
+	laneSubjectMismatch = "SubjectMismatch"
+	// laneRecentlyRefused: a review lately refused a token presented with this SVID's ID.
+	laneRecentlyRefused = "RecentlyRefused"
+	// laneIdentityBusy: the SVID's ID already holds its share of the renewal lane.
+	laneIdentityBusy = "IdentityBusy"
+)
+
+// refusedSet remembers keys (tokens, SPIFFE IDs), by hash, for ttl after they were last added.
+// It holds at most maxRefused live keys: beyond, new keys are not remembered.
+type refusedSet struct {
 	ttl time.Duration
 
 	mu   sync.Mutex
 	seen map[[sha256.Size]byte]time.Time
 }
 
-func newRefusedTokens(ttl time.Duration) *refusedTokens {
-	return &refusedTokens{ttl: ttl, seen: map[[sha256.Size]byte]time.Time{}}
+func newRefusedSet(ttl time.Duration) *refusedSet {
+	return &refusedSet{ttl: ttl, seen: map[[sha256.Size]byte]time.Time{}}
 }
 
-func (r *refusedTokens) add(token string, now time.Time) {
+func (r *refusedSet) add(key string, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.seen) >= maxRefusedTokens {
+	k := sha256.Sum256([]byte(key))
+	if _, ok := r.seen[k]; !ok && len(r.seen) >= maxRefused {
 		for k, until := range r.seen {
 			if !now.Before(until) {
 				delete(r.seen, k)
 			}
 		}
+		if len(r.seen) >= maxRefused {
+			return
+		}
 	}
-	if len(r.seen) < maxRefusedTokens {
-		r.seen[sha256.Sum256([]byte(token))] = now.Add(r.ttl)
-	}
+	r.seen[k] = now.Add(r.ttl)
 }
 
-func (r *refusedTokens) refused(token string, now time.Time) bool {
+func (r *refusedSet) refused(key string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	k := sha256.Sum256([]byte(token))
+	k := sha256.Sum256([]byte(key))
 	until, ok := r.seen[k]
 	if ok && !now.Before(until) {
 		delete(r.seen, k)
@@ -64,35 +85,37 @@ func (r *refusedTokens) refused(token string, now time.Time) bool {
 	return ok
 }
 
-// sources counts the bootstraps of each source address that hold or wait for a slot.
-type sources struct {
+// shares counts the requests of each key (a source address, a SPIFFE ID) in progress, up to max
+// per key. Only keys with requests in progress take memory.
+type shares struct {
 	max int
 
 	mu     sync.Mutex
 	counts map[string]int
 }
 
-func newSources(limit int) *sources { return &sources{max: limit, counts: map[string]int{}} }
+func newShares(limit int) *shares { return &shares{max: limit, counts: map[string]int{}} }
 
-// take counts one more bootstrap of host; on success the caller must call give.
-func (s *sources) take(host string) error {
+// take counts one more request of key, unless key holds max already; when it returns true the
+// caller must call give.
+func (s *shares) take(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.counts[host] >= s.max {
-		return reject(ReasonOverloaded, "too many bootstraps in progress from this address", nil)
+	if s.counts[key] >= s.max {
+		return false
 	}
-	s.counts[host]++
-	return nil
+	s.counts[key]++
+	return true
 }
 
-func (s *sources) give(host string) {
+func (s *shares) give(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.counts[host] <= 1 {
-		delete(s.counts, host)
+	if s.counts[key] <= 1 {
+		delete(s.counts, key)
 		return
 	}
-	s.counts[host]--
+	s.counts[key]--
 }
 
 func sourceHost(ctx context.Context) string {
@@ -107,22 +130,22 @@ func sourceHost(ctx context.Context) string {
 	return host
 }
 
-// renewing reports whether the caller presented, on the bootstrap connection, an SVID of our
-// trust domain that verifies against the current bundle: a live proxy renewing its identity,
-// whose bootstrap takes the renewal lane instead of competing with first bootstraps.
-func (s *Service) renewing(ctx context.Context) bool {
+// presentedID returns the SPIFFE ID of the SVID the caller presented on the bootstrap
+// connection when it is of our trust domain and verifies against the current bundle, and the
+// zero ID otherwise.
+func (s *Service) presentedID(ctx context.Context) spiffeid.ID {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return false
+		return spiffeid.ID{}
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(info.State.PeerCertificates) == 0 {
-		return false
+		return spiffeid.ID{}
 	}
 	chain := info.State.PeerCertificates
 	_, bundle, err := s.ca.Current()
 	if err != nil {
-		return false
+		return spiffeid.ID{}
 	}
 	opts := x509.VerifyOptions{
 		Roots: bundle.Pool(), Intermediates: x509.NewCertPool(), CurrentTime: s.now(),
@@ -132,8 +155,40 @@ func (s *Service) renewing(ctx context.Context) bool {
 		opts.Intermediates.AddCert(c)
 	}
 	if _, err := chain[0].Verify(opts); err != nil {
-		return false
+		return spiffeid.ID{}
 	}
-	_, err = spiffe.PeerIDFromChain(chain, s.td)
-	return err == nil
+	id, err := spiffe.PeerIDFromChain(chain, s.td)
+	if err != nil {
+		return spiffeid.ID{}
+	}
+	return id
+}
+
+// lane picks the lane of a request whose token claims the SPIFFE ID claimed and whose caller
+// presented a verified SVID of presented (or none). The renewal lane is for a live proxy
+// renewing its own identity: it takes only a caller whose SVID names the token's claimed
+// subject, while no review refused a token presented with that SVID lately and the ID holds
+// fewer than its share of the lane. Everyone else competes for first-bootstrap slots. The
+// returned give ends the request's share of the renewal lane.
+func (s *Service) lane(presented, claimed spiffeid.ID) (lane *limiter, give func()) {
+	if presented.IsZero() {
+		return s.limiter, func() {}
+	}
+	key := presented.String()
+	var refusal string
+	switch {
+	case presented != claimed:
+		refusal = laneSubjectMismatch
+	case s.refusedIDs.refused(key, s.now()):
+		refusal = laneRecentlyRefused
+	case !s.renewers.take(key):
+		refusal = laneIdentityBusy
+	default:
+		return s.renewals, func() { s.renewers.give(key) }
+	}
+	s.metrics.laneRefused.WithLabelValues(refusal).Inc()
+	if ok, suppressed := s.quiet.Allow("lane "+refusal+" "+key, s.now()); ok {
+		s.log.Info("Refused renewal lane", "spiffeID", key, "claimed", claimed.String(), "reason", refusal, "suppressed", suppressed)
+	}
+	return s.limiter, func() {}
 }

@@ -17,6 +17,8 @@ const (
 type metrics struct {
 	total      *prometheus.CounterVec
 	suppressed prometheus.Counter
+	// laneRefused counts callers with a verified SVID sent to the first-bootstrap lane, by why.
+	laneRefused *prometheus.CounterVec
 }
 
 // newMetrics creates the bootstrap metrics and registers them with reg when it is not nil.
@@ -30,11 +32,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "coxswain_discovery_bootstrap_rejections_unreported_total",
 			Help: "Bootstrap rejections neither logged nor reported as events, because the same reason and principal were lately.",
 		}),
+		laneRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coxswain_discovery_bootstrap_renewal_lane_refused_total",
+			Help: "Bootstraps presenting a verified SVID that took the first-bootstrap lane instead of the renewal lane, by reason (SubjectMismatch, RecentlyRefused, IdentityBusy).",
+		}, []string{"reason"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	if err := errors.Join(reg.Register(m.total), reg.Register(m.suppressed)); err != nil {
+	if err := errors.Join(reg.Register(m.total), reg.Register(m.suppressed), reg.Register(m.laneRefused)); err != nil {
 		return nil, fmt.Errorf("register bootstrap metrics: %w", err)
 	}
 	return m, nil

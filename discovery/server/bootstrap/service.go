@@ -50,9 +50,17 @@ type Config struct {
 	MaxConcurrent int
 	MaxQueued     int
 	QueueWait     time.Duration
-	// MaxRenewalsConcurrent renewals (callers presenting a valid SVID) run at once in a lane of
-	// their own, with MaxQueued more waiting; DefaultMaxConcurrent when zero.
+	// MaxRenewalsConcurrent renewals (callers presenting a valid SVID of the ServiceAccount
+	// their token claims) run at once in a lane of their own, with MaxQueued more waiting;
+	// DefaultMaxConcurrent when zero.
 	MaxRenewalsConcurrent int
+	// MaxRenewalsPerIdentity bootstraps presenting the SVID of one SPIFFE ID may run or wait in
+	// the renewal lane at once; more take the first-bootstrap lane. DefaultMaxRenewalsPerIdentity
+	// when zero.
+	MaxRenewalsPerIdentity int
+	// RefusedIdentityTTL is how long a SPIFFE ID takes the first-bootstrap lane after a review
+	// refused a token presented with its SVID; DefaultRefusedIdentityTTL when zero.
+	RefusedIdentityTTL time.Duration
 	// MaxPerSource bootstraps of one source address may run or wait at once;
 	// DefaultMaxPerSource when zero.
 	MaxPerSource int
@@ -76,10 +84,14 @@ type Service struct {
 	now      func() time.Time
 	limiter  *limiter
 	renewals *limiter
-	sources  *sources
-	refused  *refusedTokens
-	quiet    *quiet.Limiter
-	metrics  *metrics
+	sources  *shares
+	refused  *refusedSet
+	// renewers counts the renewal lane's requests per SPIFFE ID; refusedIDs are the SPIFFE IDs
+	// kept out of it.
+	renewers   *shares
+	refusedIDs *refusedSet
+	quiet      *quiet.Limiter
+	metrics    *metrics
 }
 
 // New checks cfg, fills in defaults and registers the metrics.
@@ -94,11 +106,13 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		td: cfg.TrustDomain, ttl: cfg.SVIDTTL, auth: cfg.Authenticator, allow: cfg.Allowlist, ca: cfg.CA,
 		reporter: cfg.Reporter, log: cfg.Logger, now: cfg.Now, metrics: m,
-		limiter:  newLimiter(cfg.MaxConcurrent, cfg.MaxQueued, cfg.QueueWait),
-		renewals: newLimiter(cfg.MaxRenewalsConcurrent, cfg.MaxQueued, cfg.QueueWait),
-		sources:  newSources(cfg.MaxPerSource),
-		refused:  newRefusedTokens(cfg.RefusedTokenTTL),
-		quiet:    quiet.New(quiet.DefaultBurst, quiet.DefaultInterval),
+		limiter:    newLimiter(cfg.MaxConcurrent, cfg.MaxQueued, cfg.QueueWait),
+		renewals:   newLimiter(cfg.MaxRenewalsConcurrent, cfg.MaxQueued, cfg.QueueWait),
+		sources:    newShares(cfg.MaxPerSource),
+		refused:    newRefusedSet(cfg.RefusedTokenTTL),
+		renewers:   newShares(cfg.MaxRenewalsPerIdentity),
+		refusedIDs: newRefusedSet(cfg.RefusedIdentityTTL),
+		quiet:      quiet.New(quiet.DefaultBurst, quiet.DefaultInterval),
 	}, nil
 }
 
@@ -124,6 +138,8 @@ func (cfg *Config) defaults() error {
 	cfg.MaxRenewalsConcurrent = orDefault(cfg.MaxRenewalsConcurrent, DefaultMaxConcurrent)
 	cfg.MaxPerSource = orDefault(cfg.MaxPerSource, DefaultMaxPerSource)
 	cfg.RefusedTokenTTL = orDefault(cfg.RefusedTokenTTL, DefaultRefusedTokenTTL)
+	cfg.MaxRenewalsPerIdentity = orDefault(cfg.MaxRenewalsPerIdentity, DefaultMaxRenewalsPerIdentity)
+	cfg.RefusedIdentityTTL = orDefault(cfg.RefusedIdentityTTL, DefaultRefusedIdentityTTL)
 	return nil
 }
 
@@ -137,7 +153,8 @@ func orDefault[T int | time.Duration](v, def T) T {
 // Bootstrap checks, in order, the wire version, the token's shape (before it costs anything),
 // its admission (per-source bound, then a slot of the first-bootstrap or the renewal lane), the
 // token's review, the allowlist and the CSR, then signs an SVID whose only name is the SPIFFE ID
-// of the authenticated ServiceAccount.
+// of the authenticated ServiceAccount. A review that refuses a token presented with an SVID keeps
+// that SVID's SPIFFE ID out of the renewal lane for a while.
 func (s *Service) Bootstrap(ctx context.Context, req *discoveryv1.BootstrapRequest) (*discoveryv1.BootstrapResponse, error) {
 	principal, resp, err := s.bootstrap(ctx, req)
 	if err != nil {
@@ -158,23 +175,22 @@ func (s *Service) bootstrap(ctx context.Context, req *discoveryv1.BootstrapReque
 		return Principal{}, nil, reject(ReasonTokenMissing, "no token", nil)
 	}
 	token := req.GetToken()
-	if _, err := precheckToken(token, s.now()); err != nil {
+	claimed, err := precheckToken(token, s.now())
+	if err != nil {
 		return Principal{}, nil, reject(ReasonTokenRejected, "token not accepted", err)
 	}
 	if s.refused.refused(token, s.now()) {
 		return Principal{}, nil, reject(ReasonTokenRejected, "token not accepted", errRecentlyRefused)
 	}
-	release, err := s.admit(ctx)
+	presented := s.presentedID(ctx)
+	release, err := s.admit(ctx, presented, s.claimedID(claimed))
 	if err != nil {
 		return Principal{}, nil, err
 	}
 	defer release()
 	principal, err := s.authenticate(ctx, token)
 	if err != nil {
-		var rej *rejectError
-		if errors.As(err, &rej) && rej.reason == ReasonTokenRejected {
-			s.refused.add(token, s.now())
-		}
+		s.remember(err, token, presented)
 		return principal, nil, err
 	}
 	id, err := s.authorize(principal)
@@ -185,26 +201,51 @@ func (s *Service) bootstrap(ctx context.Context, req *discoveryv1.BootstrapReque
 	return principal, resp, err
 }
 
-// admit takes the caller's share of its source address and a slot of its lane; release gives
-// both back.
-func (s *Service) admit(ctx context.Context) (func(), error) {
+// claimedID is the SPIFFE ID of the ServiceAccount a token claims, unverified; the zero ID when
+// it has none.
+func (s *Service) claimedID(sa serviceAccount) spiffeid.ID {
+	id, err := spiffe.ServiceAccountID(s.td, sa.Namespace, sa.Name)
+	if err != nil {
+		return spiffeid.ID{}
+	}
+	return id
+}
+
+// admit takes the caller's share of its source address and a slot of its lane (see lane);
+// release gives them back.
+func (s *Service) admit(ctx context.Context, presented, claimed spiffeid.ID) (func(), error) {
 	host := sourceHost(ctx)
-	if err := s.sources.take(host); err != nil {
-		return nil, err
+	if !s.sources.take(host) {
+		return nil, reject(ReasonOverloaded, "too many bootstraps in progress from this address", nil)
 	}
-	lane := s.limiter
-	if s.renewing(ctx) {
-		lane = s.renewals
-	}
+	lane, give := s.lane(presented, claimed)
 	release, err := lane.acquire(ctx)
 	if err != nil {
+		give()
 		s.sources.give(host)
 		return nil, err
 	}
 	return func() {
 		release()
+		give()
 		s.sources.give(host)
 	}, nil
+}
+
+// remember records a refusal by review: the token is refused without review for a while, and the
+// SPIFFE ID of the SVID presented with it, if any, takes the first-bootstrap lane.
+func (s *Service) remember(err error, token string, presented spiffeid.ID) {
+	var rej *rejectError
+	if !errors.As(err, &rej) || rej.reason != ReasonTokenRejected && rej.reason != ReasonPodMismatch {
+		return
+	}
+	now := s.now()
+	if rej.reason == ReasonTokenRejected {
+		s.refused.add(token, now)
+	}
+	if !presented.IsZero() {
+		s.refusedIDs.add(presented.String(), now)
+	}
 }
 
 // authenticate reviews token. A refusal keeps the principal the Authenticator named, if any

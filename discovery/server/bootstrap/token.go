@@ -46,38 +46,44 @@ func (a *audience) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// serviceAccount names a ServiceAccount by namespace and name.
+type serviceAccount struct {
+	Namespace string
+	Name      string
+}
+
 // precheckToken refuses a token that cannot pass review: not a compact JWS with a signing
 // algorithm, not for our audience, expired at now, or whose subject is not a ServiceAccount. It
-// returns the claimed (unverified) "namespace/serviceaccount".
-func precheckToken(token string, now time.Time) (string, error) {
+// returns the ServiceAccount the token claims, unverified: it only picks a lane, never authorizes.
+func precheckToken(token string, now time.Time) (serviceAccount, error) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 || parts[2] == "" {
-		return "", fmt.Errorf("%w: not a compact JWS", errTokenShape)
+		return serviceAccount{}, fmt.Errorf("%w: not a compact JWS", errTokenShape)
 	}
 	var header struct {
 		Alg string `json:"alg"`
 	}
 	if err := decodeSegment(parts[0], &header); err != nil {
-		return "", fmt.Errorf("%w: header: %w", errTokenShape, err)
+		return serviceAccount{}, fmt.Errorf("%w: header: %w", errTokenShape, err)
 	}
 	if header.Alg == "" || strings.EqualFold(header.Alg, "none") {
-		return "", fmt.Errorf("%w: no signing algorithm", errTokenShape)
+		return serviceAccount{}, fmt.Errorf("%w: no signing algorithm", errTokenShape)
 	}
 	var claims tokenClaims
 	if err := decodeSegment(parts[1], &claims); err != nil {
-		return "", fmt.Errorf("%w: claims: %w", errTokenShape, err)
+		return serviceAccount{}, fmt.Errorf("%w: claims: %w", errTokenShape, err)
 	}
 	if !slices.Contains(claims.Audience, wellknown.TokenAudience) {
-		return "", fmt.Errorf("%w: not for audience %s", errTokenShape, wellknown.TokenAudience)
+		return serviceAccount{}, fmt.Errorf("%w: not for audience %s", errTokenShape, wellknown.TokenAudience)
 	}
 	if claims.Expiry <= 0 || !now.Before(time.Unix(int64(claims.Expiry), 0)) {
-		return "", fmt.Errorf("%w: expired or without expiry", errTokenShape)
+		return serviceAccount{}, fmt.Errorf("%w: expired or without expiry", errTokenShape)
 	}
 	ns, sa, err := spiffe.ServiceAccountFromUsername(claims.Subject)
 	if err != nil {
-		return "", fmt.Errorf("%w: subject: %w", errTokenShape, err)
+		return serviceAccount{}, fmt.Errorf("%w: subject: %w", errTokenShape, err)
 	}
-	return ns + "/" + sa, nil
+	return serviceAccount{Namespace: ns, Name: sa}, nil
 }
 
 func decodeSegment(seg string, v any) error {
