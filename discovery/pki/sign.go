@@ -24,7 +24,8 @@ var serialLimit = new(big.Int).Lsh(big.NewInt(1), 128)
 
 // SignSVID signs an X.509 SVID for the public key of a checked CSR (see CheckCSR). Everything
 // the CSR asks for is ignored: the only SAN is id, the certificate is a leaf for digital
-// signatures in client and server auth, and it lives for ttl but never past the CA.
+// signatures whose only extended key usage is client auth (a proxy never serves TLS with it),
+// and it lives for ttl but never past the CA.
 func (ca *CA) SignSVID(csr *x509.CertificateRequest, id spiffeid.ID, ttl time.Duration, now time.Time) (*x509.Certificate, []byte, error) {
 	if csr == nil {
 		return nil, nil, fmt.Errorf("%w: no CSR", ErrInvalidCSR)
