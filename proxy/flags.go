@@ -16,6 +16,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/agent"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 
 // defaultDiscoveryHost is the in-cluster name of the controller's discovery Service.
@@ -57,6 +58,11 @@ type limits struct {
 	backendIdleTimeout  time.Duration
 	tunnelIdleTimeout   time.Duration
 	http2MaxStreams     int
+	// upstream bounds the requests to one endpoint.
+	upstreamMaxConns       int
+	upstreamMaxPending     int
+	upstreamPendingTimeout time.Duration
+	upstreamClientShare    int
 }
 
 // register adds the limit flags to fs, with the data plane's defaults.
@@ -81,6 +87,14 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"Time a WebSocket tunnel may carry nothing either way before it is closed.")
 	fs.IntVar(&l.http2MaxStreams, "http2-max-concurrent-streams", listener.DefaultHTTP2MaxConcurrentStreams,
 		"Streams open at once on one HTTP/2 client connection.")
+	fs.IntVar(&l.upstreamMaxConns, "upstream-max-connections", upstream.DefaultMaxConnsPerEndpoint,
+		"Requests in flight to one backend endpoint (one connection each over HTTP/1.1); more wait for a place.")
+	fs.IntVar(&l.upstreamMaxPending, "upstream-max-pending", upstream.DefaultMaxPendingPerEndpoint,
+		"Requests waiting for a place on one backend endpoint; one more is answered 503 at once.")
+	fs.DurationVar(&l.upstreamPendingTimeout, "upstream-pending-timeout", upstream.DefaultPendingTimeout,
+		"Time a request may wait for a place on a backend endpoint; then it is answered 503.")
+	fs.IntVar(&l.upstreamClientShare, "upstream-client-share-percent", upstream.DefaultClientSharePercent,
+		"Percentage of an endpoint's places one client address may hold or wait for; beyond it 503 at once.")
 }
 
 // check refuses limits that would disable a protection.
@@ -91,10 +105,15 @@ func (l *limits) check() error {
 		"--header-read-timeout": int64(l.headerReadTimeout), "--body-read-timeout": int64(l.bodyReadTimeout),
 		"--send-timeout": int64(l.sendTimeout), "--idle-timeout": int64(l.idleTimeout),
 		"--backend-idle-timeout": int64(l.backendIdleTimeout), "--tunnel-idle-timeout": int64(l.tunnelIdleTimeout),
+		"--upstream-max-connections": int64(l.upstreamMaxConns), "--upstream-max-pending": int64(l.upstreamMaxPending),
+		"--upstream-pending-timeout": int64(l.upstreamPendingTimeout),
 	} {
 		if v <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
+	}
+	if l.upstreamClientShare < 1 || l.upstreamClientShare > 100 {
+		return errors.New("--upstream-client-share-percent must be between 1 and 100")
 	}
 	if l.maxRequestBodyBytes < 0 {
 		return errors.New("--max-request-body-bytes must not be negative")

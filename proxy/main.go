@@ -25,6 +25,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 	"coxswain.dev/coxswain/proxy/internal/health"
 )
 
@@ -173,6 +174,12 @@ func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*d
 			MaxHeaderBytes:            l.maxHeaderBytes,
 			MaxConnections:            l.maxConnections,
 			HTTP2MaxConcurrentStreams: l.http2MaxStreams,
+		},
+		Upstream: upstream.Options{
+			MaxConnsPerEndpoint:   l.upstreamMaxConns,
+			MaxPendingPerEndpoint: l.upstreamMaxPending,
+			PendingTimeout:        l.upstreamPendingTimeout,
+			ClientSharePercent:    l.upstreamClientShare,
 		},
 		Forward: forward.Options{
 			MaxRequestBodySize: l.maxRequestBodyBytes,

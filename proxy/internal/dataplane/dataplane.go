@@ -60,6 +60,14 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 			return nil, err
 		}
 		opts.Forward.Metrics = m
+		err = metrics.RegisterGauges(opts.Registerer, metrics.Gauge{
+			Name:  "coxswain_proxy_upstream_pending_requests",
+			Help:  "Requests waiting for a place on an endpoint whose requests in flight are at their limit.",
+			Value: d.pool.Pending,
+		})
+		if err != nil {
+			return nil, err
+		}
 		opts.Listener.ConnectionRefused = m.ConnectionRefused
 	}
 	d.handler = forward.NewHandler(opts.Forward)

@@ -105,6 +105,10 @@ func (h *Handler) forward(x *exchange) int {
 		if b.Filters != nil {
 			backendRequestHeaders(out.Header, b.Filters, upgrade) // after the mirrors copied the request
 		}
+		slot, status := h.admit(ctx, x, cl, ep)
+		if status != 0 {
+			return status
+		}
 		resp, err := cl.Transport(ep).RoundTrip(out)
 		if held {
 			cl.Budget.Release()
@@ -120,6 +124,7 @@ func (h *Handler) forward(x *exchange) int {
 					if resp != nil {
 						discard(resp)
 					}
+					slot.Release()
 					cancel(nil)
 					if !x.sleep(wait) {
 						x.reason = reasonClientClosed
@@ -135,14 +140,92 @@ func (h *Handler) forward(x *exchange) int {
 			}
 		}
 		if err != nil {
+			slot.Release()
 			return h.upstreamFailed(ctx, x, cl, body, err)
 		}
 		if upgrade && resp.StatusCode == http.StatusSwitchingProtocols {
-			return h.tunnel(x, b, resp) // the tunnel owns the connection now
+			resp.Body = holdSlot(resp.Body, slot)
+			return h.tunnel(x, b, resp) // the tunnel owns the connection, and its place, now
 		}
+		defer slot.Release()
 		defer func() { _ = resp.Body.Close() }()
 		return x.relay(resp, b, cancel)
 	}
+}
+
+// Reasons of the requests refused for the endpoint's limits.
+const (
+	reasonPendingOverflow = "upstream_pending_overflow"
+	reasonPendingTimeout  = "upstream_pending_timeout"
+	reasonClientShare     = "upstream_client_share"
+)
+
+// admit takes a place on ep for the attempt, or answers 503 when the endpoint's limits refuse
+// it: too many requests waiting, a wait too long, or a client holding its share of the
+// endpoint already. It returns the status given when it refused.
+func (h *Handler) admit(ctx context.Context, x *exchange, cl *upstream.Cluster, ep *upstream.Endpoint) (upstream.Slot, int) {
+	slot, err := ep.Acquire(ctx, clientOf(x.r))
+	if err == nil {
+		return slot, 0
+	}
+	var reason, metric string
+	switch {
+	case errors.Is(err, upstream.ErrPendingOverflow):
+		reason, metric = reasonPendingOverflow, "pending_overflow"
+	case errors.Is(err, upstream.ErrPendingTimeout):
+		reason, metric = reasonPendingTimeout, "pending_timeout"
+	case errors.Is(err, upstream.ErrClientShare):
+		reason, metric = reasonClientShare, "client_share"
+	case x.r.Context().Err() != nil:
+		x.reason = reasonClientClosed
+		return slot, statusClientClosed
+	default: // the route's timeout passed while waiting
+		h.opts.Metrics.UpstreamError(cl.Name, "timeout")
+		return slot, x.refuse(http.StatusGatewayTimeout, reasonTimeout)
+	}
+	h.opts.Metrics.UpstreamError(cl.Name, metric)
+	return slot, x.refuse(http.StatusServiceUnavailable, reason)
+}
+
+// clientOf is the client an endpoint's share is counted for: the request's source address.
+func clientOf(r *http.Request) string {
+	host, _, err := splitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// slotBody is a tunnel's upstream connection, which gives the endpoint's place back once
+// closed.
+type slotBody struct {
+	io.ReadWriteCloser
+	slot upstream.Slot
+}
+
+// CloseWrite half-closes the connection when it can, else closes it.
+func (b *slotBody) CloseWrite() error {
+	if cw, ok := b.ReadWriteCloser.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return b.Close()
+}
+
+func (b *slotBody) Close() error {
+	err := b.ReadWriteCloser.Close()
+	b.slot.Release()
+	return err
+}
+
+// holdSlot ties slot to the upgraded connection body; a body that is not a connection is left
+// as it is (the tunnel refuses it) and the slot given back.
+func holdSlot(body io.ReadCloser, slot upstream.Slot) io.ReadCloser {
+	rwc, ok := body.(io.ReadWriteCloser)
+	if !ok {
+		slot.Release()
+		return body
+	}
+	return &slotBody{ReadWriteCloser: rwc, slot: slot}
 }
 
 // deadline is the earlier of the route's request and backend deadlines, zero when the route

@@ -174,3 +174,19 @@ func (rc *RouteCounters) add(status int) prometheus.Counter {
 	rc.seen.Store(&next)
 	return c
 }
+
+// Gauge is a value read when the metrics are scraped.
+type Gauge struct {
+	Name, Help string
+	Value      func() float64
+}
+
+// RegisterGauges registers gauges on reg.
+func RegisterGauges(reg prometheus.Registerer, gauges ...Gauge) error {
+	for _, g := range gauges {
+		if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: g.Name, Help: g.Help}, g.Value)); err != nil {
+			return fmt.Errorf("register data plane gauge %s: %w", g.Name, err)
+		}
+	}
+	return nil
+}

@@ -13,8 +13,17 @@ import (
 
 // Options bound the upstream connections.
 type Options struct {
-	// MaxConnsPerEndpoint bounds the connections to one endpoint, busy or idle; 1024 when zero.
+	// MaxConnsPerEndpoint bounds the requests in flight to one endpoint (for HTTP/1.1 one
+	// busy connection each); more wait for a place. DefaultMaxConnsPerEndpoint when zero.
 	MaxConnsPerEndpoint int
+	// MaxPendingPerEndpoint bounds the requests waiting for a place on one endpoint; one more
+	// is refused at once. DefaultMaxPendingPerEndpoint when zero.
+	MaxPendingPerEndpoint int
+	// PendingTimeout bounds the wait for a place; DefaultPendingTimeout when zero.
+	PendingTimeout time.Duration
+	// ClientSharePercent is the share of an endpoint's places one client (source address)
+	// may hold or wait for; DefaultClientSharePercent when zero.
+	ClientSharePercent int
 	// MaxIdleConnsPerEndpoint bounds the idle keep-alive connections kept per endpoint; 256
 	// when zero.
 	MaxIdleConnsPerEndpoint int
@@ -31,9 +40,26 @@ type Options struct {
 	BufferSize int
 }
 
+// Defaults of the endpoint limits, which the proxy's flags show.
+const (
+	DefaultMaxConnsPerEndpoint   = 1024
+	DefaultMaxPendingPerEndpoint = 1024
+	DefaultPendingTimeout        = 5 * time.Second
+	DefaultClientSharePercent    = 50
+)
+
 func (o *Options) defaults() {
 	if o.MaxConnsPerEndpoint == 0 {
-		o.MaxConnsPerEndpoint = 1024
+		o.MaxConnsPerEndpoint = DefaultMaxConnsPerEndpoint
+	}
+	if o.MaxPendingPerEndpoint == 0 {
+		o.MaxPendingPerEndpoint = DefaultMaxPendingPerEndpoint
+	}
+	if o.PendingTimeout == 0 {
+		o.PendingTimeout = DefaultPendingTimeout
+	}
+	if o.ClientSharePercent == 0 {
+		o.ClientSharePercent = DefaultClientSharePercent
 	}
 	if o.MaxIdleConnsPerEndpoint == 0 {
 		o.MaxIdleConnsPerEndpoint = 256
@@ -64,7 +90,12 @@ type Pool struct {
 	opts    Options
 	mu      sync.Mutex
 	clients map[string]*Endpoint
+	// pending counts the requests waiting for a place on any endpoint.
+	pending atomic.Int64
 }
+
+// Pending returns the requests waiting for a place on an endpoint, for the metrics.
+func (p *Pool) Pending() float64 { return float64(p.pending.Load()) }
 
 // NewPool returns an empty pool.
 func NewPool(opts Options) *Pool {
@@ -84,6 +115,8 @@ type Endpoint struct {
 	TLS  *http.Transport
 	h2c  atomic.Pointer[http.Transport]
 	opts *Options
+	// limit admits the requests in flight to the endpoint, over every transport.
+	limit *limiter
 	// key is the endpoint's key in Pool.clients: its address, with the TLS settings' key for
 	// an endpoint of a cluster with backend TLS.
 	key string
@@ -159,7 +192,7 @@ func (p *Pool) endpoint(addr string) *Endpoint {
 	if ep, ok := p.clients[addr]; ok {
 		return ep
 	}
-	ep := &Endpoint{Address: addr, opts: &p.opts, key: addr}
+	ep := &Endpoint{Address: addr, opts: &p.opts, key: addr, limit: newLimiter(&p.opts, &p.pending)}
 	ep.HTTP1 = ep.transport(nil)
 	p.clients[addr] = ep
 	return ep
@@ -173,7 +206,7 @@ func (p *Pool) tlsEndpoint(addr string, t *router.BackendTLS) *Endpoint {
 	if ep, ok := p.clients[key]; ok {
 		return ep
 	}
-	ep := &Endpoint{Address: addr, opts: &p.opts, key: key}
+	ep := &Endpoint{Address: addr, opts: &p.opts, key: key, limit: newLimiter(&p.opts, &p.pending)}
 	var protocols http.Protocols
 	if t.HTTP2 {
 		protocols.SetHTTP2(true)
@@ -189,7 +222,9 @@ func (p *Pool) tlsEndpoint(addr string, t *router.BackendTLS) *Endpoint {
 
 // transport returns a transport whose every connection goes to the endpoint's address,
 // whatever the request URL says. Endpoints are addresses, so there is no DNS and no proxy
-// from the environment; compression is the client's and the backend's business.
+// from the environment; compression is the client's and the backend's business. The transport
+// has no connection bound of its own, whose queue has no deadline: the endpoint's limiter
+// admits every request before it reaches the transport.
 func (ep *Endpoint) transport(protocols *http.Protocols) *http.Transport {
 	o := ep.opts
 	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
@@ -198,7 +233,6 @@ func (ep *Endpoint) transport(protocols *http.Protocols) *http.Transport {
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return dialer.DialContext(ctx, network, ep.Address)
 		},
-		MaxConnsPerHost:        o.MaxConnsPerEndpoint,
 		MaxIdleConns:           o.MaxIdleConnsPerEndpoint,
 		MaxIdleConnsPerHost:    o.MaxIdleConnsPerEndpoint,
 		IdleConnTimeout:        o.MaxIdleConnDuration,
