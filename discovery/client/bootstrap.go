@@ -43,6 +43,10 @@ type BootstrapConfig struct {
 	// TokenPath and BundlePath default to wellknown.TokenPath and wellknown.TrustBundlePath.
 	TokenPath  string
 	BundlePath string
+	// Bundles, when set, is what the controller is verified against, asked at the handshake;
+	// BundlePath is then not read. Without it the bundle file is read once per Bootstrap and an
+	// unreadable file fails it.
+	Bundles tlsconfig.BundleSource
 	// Scope is the scope the proxy will subscribe to, for the controller's logs and events.
 	Scope *discoveryv1.Scope
 	// DialOptions are added to the connection's options (tests, custom dialers).
@@ -65,7 +69,7 @@ type SVID struct {
 // controller, verified against the bundle, to sign it. The key never leaves the process. A gRPC
 // status from the controller is kept in the error chain (see IsPermanent).
 func Bootstrap(ctx context.Context, cfg BootstrapConfig) (*SVID, error) {
-	token, bundle, err := readCredentials(cfg)
+	token, bundles, err := readCredentials(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +77,7 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (*SVID, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := callBootstrap(ctx, cfg, bundle, &discoveryv1.BootstrapRequest{
+	resp, err := callBootstrap(ctx, cfg, bundles, &discoveryv1.BootstrapRequest{
 		WireVersion: discoveryv1.WireVersion, Token: token, Csr: csr, Scope: cfg.Scope,
 	})
 	if err != nil {
@@ -82,24 +86,28 @@ func Bootstrap(ctx context.Context, cfg BootstrapConfig) (*SVID, error) {
 	return parseResponse(resp, key)
 }
 
-func readCredentials(cfg BootstrapConfig) (string, *pki.Bundle, error) {
+// readCredentials reads the token and, unless cfg.Bundles is set, the trust bundle file.
+func readCredentials(cfg BootstrapConfig) (string, tlsconfig.BundleSource, error) {
 	token, err := ReadLimited(orDefault(cfg.TokenPath, wellknown.TokenPath), maxTokenBytes)
 	if err != nil {
 		return "", nil, fmt.Errorf("read token: %w", err)
-	}
-	bundlePEM, err := ReadLimited(orDefault(cfg.BundlePath, wellknown.TrustBundlePath), pki.MaxBundleBytes)
-	if err != nil {
-		return "", nil, fmt.Errorf("read trust bundle: %w", err)
-	}
-	bundle, err := pki.ParseBundlePEM(bundlePEM)
-	if err != nil {
-		return "", nil, fmt.Errorf("parse trust bundle: %w", err)
 	}
 	t := strings.TrimSpace(string(token))
 	if t == "" {
 		return "", nil, errors.New("read token: empty")
 	}
-	return t, bundle, nil
+	if cfg.Bundles != nil {
+		// Asked once now so that a source with nothing to trust fails before any call.
+		if _, err := cfg.Bundles.Bundle(); err != nil {
+			return "", nil, fmt.Errorf("trust bundle: %w", err)
+		}
+		return t, cfg.Bundles, nil
+	}
+	bundle, err := ReadBundle(orDefault(cfg.BundlePath, wellknown.TrustBundlePath))
+	if err != nil {
+		return "", nil, err
+	}
+	return t, tlsconfig.NewRotatingBundle(bundle), nil
 }
 
 func orDefault(v, def string) string {
@@ -122,7 +130,7 @@ func newCSR() (crypto.Signer, []byte, error) {
 	return key, csr, nil
 }
 
-func callBootstrap(ctx context.Context, cfg BootstrapConfig, bundle *pki.Bundle, req *discoveryv1.BootstrapRequest) (*discoveryv1.BootstrapResponse, error) {
+func callBootstrap(ctx context.Context, cfg BootstrapConfig, bundles tlsconfig.BundleSource, req *discoveryv1.BootstrapRequest) (*discoveryv1.BootstrapResponse, error) {
 	if cfg.Address == "" || cfg.ServerName == "" {
 		return nil, errors.New("bootstrap: address and server name are required")
 	}
@@ -130,7 +138,7 @@ func callBootstrap(ctx context.Context, cfg BootstrapConfig, bundle *pki.Bundle,
 	if controller == nil {
 		controller = tlsconfig.AuthorizeServiceAccount(wellknown.InstallNamespace, wellknown.ControllerServiceAccount)
 	}
-	tlsConfig := tlsconfig.BootstrapClient(tlsconfig.NewRotatingBundle(bundle), cfg.ServerName, controller)
+	tlsConfig := tlsconfig.BootstrapClient(bundles, cfg.ServerName, controller)
 	if cfg.Renewing != nil {
 		current := cfg.Renewing
 		tlsConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return current, nil }

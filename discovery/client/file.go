@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"coxswain.dev/coxswain/discovery/pki"
 )
 
 // ReadLimited reads at most limit bytes of path, failing on anything longer: the proxy's
@@ -23,4 +25,17 @@ func ReadLimited(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
 	}
 	return data, nil
+}
+
+// ReadBundle reads and parses the trust bundle file at path, at most pki.MaxBundleBytes.
+func ReadBundle(path string) (*pki.Bundle, error) {
+	data, err := ReadLimited(path, pki.MaxBundleBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read trust bundle: %w", err)
+	}
+	bundle, err := pki.ParseBundlePEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("trust bundle %s: %w", path, err)
+	}
+	return bundle, nil
 }

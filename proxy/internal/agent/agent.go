@@ -32,6 +32,9 @@ type Agent struct {
 	// did, in Unix nanoseconds, for the rate limit.
 	reboot     chan struct{}
 	lastReboot atomic.Int64
+	// bundleFallback is set while the mounted trust bundle file is unusable and the last
+	// bootstrap's bundle stands in for it, so that the change is logged once each way.
+	bundleFallback atomic.Bool
 
 	// applied is the set applied last, which deltas merge over. Only the stream loop uses it.
 	applied *resource.Set

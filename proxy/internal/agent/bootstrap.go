@@ -27,16 +27,18 @@ type svid struct {
 	renewAt time.Time
 }
 
-// bootstrap exchanges the token for an SVID (discovery/client re-reads the token and bundle
-// files and makes a fresh key every time) and schedules its renewal. A renewal presents the
+// bootstrap exchanges the token for an SVID (discovery/client re-reads the token file and makes
+// a fresh key every time; the controller is verified against the trust bundle of the moment, see
+// trustBundle) and schedules its renewal. A renewal presents the
 // current SVID, which puts it in the controller's renewal lane.
 func (a *Agent) bootstrap(ctx context.Context) (*svid, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.BootstrapTimeout)
 	defer cancel()
 	var renewing *tls.Certificate
+	var last *pki.Bundle
 	controller := tlsconfig.AuthorizeServiceAccount(a.cfg.ControllerNamespace, a.cfg.ControllerServiceAccount)
 	if cur := a.current.Load(); cur != nil {
-		controller = tlsconfig.AuthorizeID(cur.controller)
+		controller, last = tlsconfig.AuthorizeID(cur.controller), cur.bundle
 		if a.cfg.Clock.Now().Before(cur.notAfter) {
 			renewing = cur.certificate
 		}
@@ -47,7 +49,7 @@ func (a *Agent) bootstrap(ctx context.Context) (*svid, error) {
 		Address:     a.cfg.BootstrapAddress,
 		ServerName:  a.cfg.ServerName,
 		TokenPath:   a.cfg.TokenPath,
-		BundlePath:  a.cfg.TrustBundlePath,
+		Bundles:     a.trust(last),
 		Scope:       a.cfg.Scope.proto(),
 		DialOptions: a.cfg.DialOptions,
 	})

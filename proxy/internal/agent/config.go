@@ -42,7 +42,8 @@ type Config struct {
 	// wellknown.ControllerServiceAccount when empty.
 	ControllerNamespace      string
 	ControllerServiceAccount string
-	// TokenPath and TrustBundlePath are re-read on every bootstrap; wellknown paths when empty.
+	// TokenPath is re-read on every bootstrap, TrustBundlePath at every handshake with the
+	// controller (see trustBundle); wellknown paths when empty.
 	TokenPath       string
 	TrustBundlePath string
 	NodeID          string

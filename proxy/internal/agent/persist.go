@@ -12,7 +12,6 @@ import (
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/client"
-	"coxswain.dev/coxswain/discovery/pki"
 	"coxswain.dev/coxswain/proxy/internal/resource"
 )
 
@@ -115,13 +114,9 @@ func (a *Agent) checkKeptChain(der []byte) error {
 	if err != nil || len(chain) == 0 {
 		return fmt.Errorf("kept SVID chain: %w", errors.Join(err, errors.New("no certificate")))
 	}
-	data, err := client.ReadLimited(a.cfg.TrustBundlePath, pki.MaxBundleBytes)
+	bundle, err := client.ReadBundle(a.cfg.TrustBundlePath)
 	if err != nil {
-		return fmt.Errorf("read trust bundle: %w", err)
-	}
-	bundle, err := pki.ParseBundlePEM(data)
-	if err != nil {
-		return fmt.Errorf("parse trust bundle: %w", err)
+		return err
 	}
 	opts := x509.VerifyOptions{
 		Roots: bundle.Pool(), Intermediates: x509.NewCertPool(), CurrentTime: chain[0].NotBefore,

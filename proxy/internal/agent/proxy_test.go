@@ -173,6 +173,8 @@ type stateLog struct {
 	mu     sync.Mutex
 	states []health.State
 	closed int
+	// bootstrapFailures counts failed bootstraps.
+	bootstrapFailures int
 }
 
 // closes returns how many streams closed or failed to open.
@@ -182,6 +184,13 @@ func (s *stateLog) closes() int {
 	return s.closed
 }
 
+// failedBootstraps returns how many bootstraps failed.
+func (s *stateLog) failedBootstraps() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bootstrapFailures
+}
+
 func (s *stateLog) record() {
 	st := s.Status().State
 	s.mu.Lock()
@@ -189,9 +198,15 @@ func (s *stateLog) record() {
 	s.states = append(s.states, st)
 }
 
-func (s *stateLog) SVIDIssued(t time.Time)    { s.Tracker.SVIDIssued(t); s.record() }
-func (s *stateLog) BootstrapFailed(err error) { s.Tracker.BootstrapFailed(err); s.record() }
-func (s *stateLog) StreamOpened()             { s.Tracker.StreamOpened(); s.record() }
+func (s *stateLog) SVIDIssued(t time.Time) { s.Tracker.SVIDIssued(t); s.record() }
+func (s *stateLog) BootstrapFailed(err error) {
+	s.Tracker.BootstrapFailed(err)
+	s.mu.Lock()
+	s.bootstrapFailures++
+	s.mu.Unlock()
+	s.record()
+}
+func (s *stateLog) StreamOpened() { s.Tracker.StreamOpened(); s.record() }
 func (s *stateLog) StreamClosed(err error) {
 	s.Tracker.StreamClosed(err)
 	s.mu.Lock()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"coxswain.dev/coxswain/discovery/client"
-	"coxswain.dev/coxswain/discovery/pki"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 )
 
@@ -61,13 +60,12 @@ func streamError(ctx context.Context, err error) error {
 }
 
 // streamTLS presents s over mTLS and accepts only the controller: a certificate verified
-// against the bundle that came with s plus the mounted bundle file, re-read at every handshake,
-// with the controller's SPIFFE ID and ServerName as a DNS name. Proxy SVIDs carry no DNS name,
-// so no proxy can pose as the controller even when the controller's identity is misconfigured.
-// A controller that fails verification forces a (rate-limited) bootstrap.
+// against the trust bundle of the moment (see trustBundle), with the controller's SPIFFE ID and
+// ServerName as a DNS name. Proxy SVIDs carry no DNS name, so no proxy can pose as the
+// controller even when the controller's identity is misconfigured. A controller that fails
+// verification forces a (rate-limited) bootstrap.
 func (a *Agent) streamTLS(s *svid) *tls.Config {
-	bundles := &mountedBundle{path: a.cfg.TrustBundlePath, last: s.bundle}
-	cfg := client.StreamTLS(tlsconfig.NewRotatingCertificate(s.certificate), bundles, s.controller)
+	cfg := client.StreamTLS(tlsconfig.NewRotatingCertificate(s.certificate), a.trust(s.bundle), s.controller)
 	verify := requireServerName(cfg.VerifyConnection, a.cfg.ServerName)
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 		err := verify(cs)
@@ -77,25 +75,6 @@ func (a *Agent) streamTLS(s *svid) *tls.Config {
 		return err
 	}
 	return cfg
-}
-
-// mountedBundle is the bundle of the last bootstrap together with the roots of the mounted
-// bundle file as it reads now; an unreadable file leaves the last bundle.
-type mountedBundle struct {
-	path string
-	last *pki.Bundle
-}
-
-func (m *mountedBundle) Bundle() (*pki.Bundle, error) {
-	data, err := client.ReadLimited(m.path, pki.MaxBundleBytes)
-	if err != nil {
-		return m.last, nil //nolint:nilerr // the last bundle stands in for an unreadable file
-	}
-	file, err := pki.ParseBundlePEM(data)
-	if err != nil {
-		return m.last, nil //nolint:nilerr // the last bundle stands in for an unparsable file
-	}
-	return pki.NewBundle(append(m.last.Certificates(), file.Certificates()...)...), nil
 }
 
 // requireServerName runs verify, then requires the verified leaf to carry name.
