@@ -13,6 +13,11 @@ const MaxNameLength = 63
 // nameHashLength is the number of hex digits of the hash a shortened name ends with.
 const nameHashLength = 8
 
+// sharedNameHashLength is the number of hex digits of the hash every SharedGatewayServiceName
+// ends with: 64 bits, so that no tenant can search offline for a Gateway name whose Service
+// name is another tenant's (32 bits take minutes).
+const sharedNameHashLength = 16
+
 // DedicatedProxyName is the name of the ServiceAccount, Deployment and Service of a Gateway's
 // dedicated proxy (GEP-1762): "<gateway>-<gatewayclass>", made a DNS-1035 label. Dots become
 // dashes and a name that does not start with a letter gets the prefix "gw-"; a name longer than
@@ -52,13 +57,14 @@ func LabelValue(value string) string {
 
 // SharedGatewayServiceName is the name of the Service, in the operator's namespace, that gives
 // a shared pool Gateway its own address: "<namespace>-<gateway>" made a DNS-1035 label, always
-// ending with "-" and a short hash of "<namespace>/<gateway>", so that two Gateways whose joined
-// names are equal ("a-b"/"c" and "a"/"b-c") still get two Services.
+// ending with "-" and 64 bits of a hash of "<namespace>/<gateway>", so that two Gateways whose
+// joined names are equal ("a-b"/"c" and "a"/"b-c") still get two Services, and no Gateway name
+// can be found whose Service name is another Gateway's.
 func SharedGatewayServiceName(namespace, gateway string) string {
 	sum := sha256.Sum256([]byte(namespace + "/" + gateway))
 	head := ShortName(namespace + "-" + gateway)
-	if len(head) > MaxNameLength-nameHashLength-1 {
-		head = strings.TrimRight(head[:MaxNameLength-nameHashLength-1], "-")
+	if len(head) > MaxNameLength-sharedNameHashLength-1 {
+		head = strings.TrimRight(head[:MaxNameLength-sharedNameHashLength-1], "-")
 	}
-	return head + "-" + hex.EncodeToString(sum[:])[:nameHashLength]
+	return head + "-" + hex.EncodeToString(sum[:])[:sharedNameHashLength]
 }

@@ -63,8 +63,8 @@ func TestSharedGatewayServiceNameKeepsApartWhatJoinsAlike(t *testing.T) {
 	if a == b {
 		t.Errorf("Gateways a-b/c and a/b-c both got the Service name %q", a)
 	}
-	if !strings.HasPrefix(a, "a-b-c-") || len(a) != len("a-b-c-")+nameHashLength {
-		t.Errorf("SharedGatewayServiceName(a-b, c) = %q: want a-b-c- and a %d-digit hash", a, nameHashLength)
+	if !strings.HasPrefix(a, "a-b-c-") || len(a) != len("a-b-c-")+sharedNameHashLength {
+		t.Errorf("SharedGatewayServiceName(a-b, c) = %q: want a-b-c- and a %d-digit hash", a, sharedNameHashLength)
 	}
 	for _, got := range []string{a, b, SharedGatewayServiceName(strings.Repeat("n", 63), strings.Repeat("g.", 100)+"x"), SharedGatewayServiceName("ns", "1gw")} {
 		if len(got) > MaxNameLength || !dns1035Label.MatchString(got) {
@@ -73,5 +73,22 @@ func TestSharedGatewayServiceNameKeepsApartWhatJoinsAlike(t *testing.T) {
 	}
 	if again := SharedGatewayServiceName("a-b", "c"); again != a {
 		t.Errorf("not deterministic: %q then %q", a, again)
+	}
+}
+
+// Tests that the name of a shared pool Gateway's Service ends with at least 64 bits of hash, also
+// when its namespace and name are long enough to be cut: with 32 bits, a tenant finds offline a
+// Gateway name whose Service name is a victim's in minutes.
+func TestSharedGatewayServiceNameCarriesSixtyFourBitsOfHash(t *testing.T) {
+	t.Parallel()
+	for _, ns := range []string{"ns", strings.Repeat("n", 63)} {
+		got := SharedGatewayServiceName(ns, strings.Repeat("g", 200))
+		i := strings.LastIndexByte(got, '-')
+		if hash := got[i+1:]; len(hash)*4 < 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+			t.Errorf("SharedGatewayServiceName(%s, g...) = %q: the hash %q has fewer than 64 bits", ns, got, hash)
+		}
+		if len(got) > MaxNameLength || !dns1035Label.MatchString(got) {
+			t.Errorf("%q: want a DNS-1035 label of at most %d characters", got, MaxNameLength)
+		}
 	}
 }

@@ -48,12 +48,12 @@ func (w *Writer) proxyOf(cs *state.ClusterState, src *gwapiv1.Gateway, proxy gat
 	}
 	addresses := src.Status.Addresses
 	if proxy.service != (types.NamespacedName{}) {
-		addresses = Addresses(cs.Services[proxy.service])
+		addresses = Addresses(ownService(cs, src, proxy))
 	}
 	return Proxy{
 		Addresses:  addresses,
 		Requested:  graph.RequestedAddresses(src),
 		CheckReady: checkReady,
-		Deployment: cs.Deployments[deployment],
+		Deployment: ownDeployment(cs, src, proxy, deployment),
 	}
 }

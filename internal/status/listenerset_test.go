@@ -68,7 +68,8 @@ func TestListenerSetWaitsForItsParentsProxy(t *testing.T) {
 	parent := types.NamespacedName{Namespace: "infra", Name: "web"}
 	svc := types.NamespacedName{Namespace: "infra", Name: "web-coxswain"}
 	cs := state.New()
-	cs.Gateways[parent] = &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: parent.Namespace, Name: parent.Name}}
+	cs.Gateways[parent] = &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: parent.Namespace, Name: parent.Name, UID: "web-uid"}}
+	owned := metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{Kind: "Gateway", Name: parent.Name, UID: "web-uid", Controller: ptr.To(true)}}}
 	gateways := []graph.GatewayStatus{{Namespace: parent.Namespace, Name: parent.Name, Status: gwapiv1.GatewayStatus{
 		Conditions: []metav1.Condition{cond("Programmed", "True", "Programmed", metav1.Time{})},
 	}}}
@@ -86,10 +87,10 @@ func TestListenerSetWaitsForItsParentsProxy(t *testing.T) {
 		t.Errorf("without an address: %s", err)
 	}
 
-	cs.Services[svc] = &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}, Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
+	cs.Services[svc] = &corev1.Service{ObjectMeta: owned, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}, Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
 		Ingress: []corev1.LoadBalancerIngress{{IP: "10.245.0.7"}},
 	}}}
-	cs.Deployments[svc] = &appsv1.Deployment{Status: appsv1.DeploymentStatus{ReadyReplicas: 1}}
+	cs.Deployments[svc] = &appsv1.Deployment{ObjectMeta: owned, Status: appsv1.DeploymentStatus{ReadyReplicas: 1}}
 	got = w.withParent(cs, ls, gateways, proxy)
 	if err := wantReason(got.Conditions, "Programmed", metav1.ConditionTrue, "Programmed"); err != "" {
 		t.Errorf("with an address and a ready replica: %s", err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -150,14 +151,14 @@ func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *
 	wrote, err := write(ctx, w, "Gateway", src, func(obj *gwapiv1.Gateway) {
 		addresses := obj.Status.Addresses
 		if proxy.service != (types.NamespacedName{}) {
-			addresses = Addresses(cs.Services[proxy.service])
+			addresses = Addresses(ownService(cs, src, proxy))
 		}
 		want := *want.DeepCopy()
 		want.Conditions = Programmed(want.Conditions, Proxy{
 			Addresses:  addresses,
 			Requested:  graph.RequestedAddresses(src),
 			CheckReady: checkReady,
-			Deployment: cs.Deployments[deployment],
+			Deployment: ownDeployment(cs, src, proxy, deployment),
 		})
 		warn = proxyWarning(obj.Status.Conditions, want.Conditions)
 		obj.Status = Gateway(obj.Status, want, addresses, now)
@@ -215,6 +216,38 @@ func (w *Writer) proxyServices(g *graph.Graph) map[types.NamespacedName]gatewayP
 		}
 	}
 	return out
+}
+
+// ownService returns the proxy Service of the Gateway src, nil when there is none or the
+// Service of that name is not the Gateway's: a shared pool Service must record src in its
+// annotation, a dedicated proxy's Service must be controlled by src. A Gateway never reports the
+// address of a Service someone else made under its name.
+func ownService(cs *state.ClusterState, src *gwapiv1.Gateway, proxy gatewayProxy) *corev1.Service {
+	svc := cs.Services[proxy.service]
+	switch {
+	case svc == nil:
+		return nil
+	case proxy.shared && svc.Annotations[graph.SharedServiceGatewayAnnotation] != state.Key(src).String():
+		return nil
+	case !proxy.shared && !controlledBy(svc, src):
+		return nil
+	}
+	return svc
+}
+
+// ownDeployment returns the Deployment key whose readiness the Gateway src waits for: the
+// shared pool's, or its dedicated proxy's when src controls it; nil otherwise.
+func ownDeployment(cs *state.ClusterState, src *gwapiv1.Gateway, proxy gatewayProxy, key types.NamespacedName) *appsv1.Deployment {
+	d := cs.Deployments[key]
+	if d == nil || proxy.shared || controlledBy(d, src) {
+		return d
+	}
+	return nil
+}
+
+func controlledBy(obj metav1.Object, gw *gwapiv1.Gateway) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == gw.UID
 }
 
 // object is a pointer to a Kubernetes API type with a status subresource.
