@@ -21,14 +21,17 @@ const (
 	// handshakeTimeout bounds a connection's TLS handshake.
 	handshakeTimeout = 10 * time.Second
 	// maxIdle closes bootstrap connections nobody uses: a proxy bootstraps about twice a day.
-	maxIdle = 2 * time.Minute
+	// A Listener's ServerOptions count only Bootstrap calls as use.
+	maxIdle = DefaultMaxConnectionIdle
 	// maxConcurrentStreams bounds the calls one connection may have in progress.
 	maxConcurrentStreams = 4
 )
 
 // NewGRPCServer returns the gRPC server of the bootstrap listener with s registered: TLS 1.3
 // with tlsConfig (tlsconfig.BootstrapServer), only the Bootstrap method reachable, request size
-// capped. There is no way to build it without TLS.
+// capped, connections closed when idle and at DefaultMaxConnectionAge. opts come last: serve
+// it on a Listener with that Listener's ServerOptions, which cap connections in total and per
+// source and count only Bootstrap calls as activity. There is no way to build it without TLS.
 func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption) (*grpc.Server, error) {
 	if tlsConfig == nil {
 		return nil, errors.New("bootstrap: a TLS config is required")
@@ -51,6 +54,7 @@ func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: discoveryv1.KeepaliveMinInterval}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: maxIdle, Time: discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
+			MaxConnectionAge: DefaultMaxConnectionAge, MaxConnectionAgeGrace: connectionAgeGrace,
 		}),
 	}
 	gs := grpc.NewServer(append(base, opts...)...)

@@ -32,28 +32,35 @@ const (
 	ReasonTooManyStreams       Reason = "TooManyStreams"
 	// ReasonTooManyConnections counts connections closed at accept by the listener's cap.
 	ReasonTooManyConnections Reason = "TooManyConnections"
-	ReasonAckTimeout         Reason = "AckTimeout"
-	ReasonShutdown           Reason = "Shutdown"
+	// ReasonTooManyConnectionsFromSource counts connections closed at accept because their
+	// source address held its share of the listener.
+	ReasonTooManyConnectionsFromSource Reason = "TooManyConnectionsFromSource"
+	// ReasonSendTimeout closes a stream whose send the proxy did not take within the ACK deadline.
+	ReasonSendTimeout Reason = "SendTimeout"
+	ReasonAckTimeout  Reason = "AckTimeout"
+	ReasonShutdown    Reason = "Shutdown"
 )
 
 var reasonCodes = map[Reason]codes.Code{
-	ReasonNoPeerIdentity:       codes.PermissionDenied,
-	ReasonMethodNotAllowed:     codes.PermissionDenied,
-	ReasonNoSubscribe:          codes.InvalidArgument,
-	ReasonSubscribeTimeout:     codes.DeadlineExceeded,
-	ReasonWireVersion:          codes.FailedPrecondition,
-	ReasonInvalidSubscribe:     codes.InvalidArgument,
-	ReasonScopeNotAuthorized:   codes.PermissionDenied,
-	ReasonScopeUnknown:         codes.Unavailable,
-	ReasonProtocolViolation:    codes.InvalidArgument,
-	ReasonRevoked:              codes.PermissionDenied,
-	ReasonCertificateExpired:   codes.Unauthenticated,
-	ReasonCertificateUntrusted: codes.Unauthenticated,
-	ReasonSuperseded:           codes.Aborted,
-	ReasonTooManyStreams:       codes.ResourceExhausted,
-	ReasonTooManyConnections:   codes.ResourceExhausted,
-	ReasonAckTimeout:           codes.DeadlineExceeded,
-	ReasonShutdown:             codes.Unavailable,
+	ReasonNoPeerIdentity:               codes.PermissionDenied,
+	ReasonMethodNotAllowed:             codes.PermissionDenied,
+	ReasonNoSubscribe:                  codes.InvalidArgument,
+	ReasonSubscribeTimeout:             codes.DeadlineExceeded,
+	ReasonWireVersion:                  codes.FailedPrecondition,
+	ReasonInvalidSubscribe:             codes.InvalidArgument,
+	ReasonScopeNotAuthorized:           codes.PermissionDenied,
+	ReasonScopeUnknown:                 codes.Unavailable,
+	ReasonProtocolViolation:            codes.InvalidArgument,
+	ReasonRevoked:                      codes.PermissionDenied,
+	ReasonCertificateExpired:           codes.Unauthenticated,
+	ReasonCertificateUntrusted:         codes.Unauthenticated,
+	ReasonSuperseded:                   codes.Aborted,
+	ReasonTooManyStreams:               codes.ResourceExhausted,
+	ReasonTooManyConnections:           codes.ResourceExhausted,
+	ReasonTooManyConnectionsFromSource: codes.ResourceExhausted,
+	ReasonSendTimeout:                  codes.DeadlineExceeded,
+	ReasonAckTimeout:                   codes.DeadlineExceeded,
+	ReasonShutdown:                     codes.Unavailable,
 }
 
 // Code returns the gRPC code a stream closed for r ends with.

@@ -3,6 +3,7 @@ package stream
 import (
 	"crypto/tls"
 	"errors"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -13,13 +14,17 @@ import (
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 )
 
-// maxConcurrentStreams bounds the streams one connection may open; a proxy needs one.
-const maxConcurrentStreams = 4
+const (
+	// maxConcurrentStreams bounds the streams one connection may open; a proxy needs one.
+	maxConcurrentStreams = 4
+	// connectionAgeGrace is how long a connection past its age keeps its streams before it closes.
+	connectionAgeGrace = 30 * time.Second
+)
 
 // NewGRPCServer returns the gRPC server of the stream listener with s registered behind its
 // interceptors: TLS 1.3 with tlsConfig (tlsconfig.MTLSServer), which must demand and verify a
 // client certificate, a handshake deadline, an idle limit, keepalive enforcement and message
-// size caps. The gRPC health service answers there too, to mTLS peers only (service "" and
+// size caps, and a maximum connection age a little past the session lifetime. The gRPC health service answers there too, to mTLS peers only (service "" and
 // the Discovery service; NOT_SERVING after Shutdown). There is no way to build it
 // without TLS.
 func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption) (*grpc.Server, error) {
@@ -45,7 +50,10 @@ func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption)
 		}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: s.limits.maxConnectionIdle,
-			Time:              discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
+			// A backstop behind the session's own end: no stream outlives the session lifetime,
+			// so no connection needs to (gRPC moves the age by up to 10% either way).
+			MaxConnectionAge: s.peers.maxLifetime + s.peers.maxLifetime/9, MaxConnectionAgeGrace: connectionAgeGrace,
+			Time: discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
 		}),
 	}
 	gs := grpc.NewServer(append(base, opts...)...)

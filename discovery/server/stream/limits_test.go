@@ -176,3 +176,100 @@ func TestStreamConnectionsAreCapped(t *testing.T) {
 		return true
 	})
 }
+
+// dialFrom opens a TCP connection to addr from the loopback address source, and closes it when
+// the test ends.
+func dialFrom(t *testing.T, source, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: 5 * time.Second}
+	conn, err := d.DialContext(t.Context(), "tcp", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", source, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// handshakeFrom completes an mTLS handshake with cert from source, or fails.
+func (e *env) handshakeFrom(t *testing.T, source string, cert *tls.Certificate) error {
+	t.Helper()
+	cfg := e.pki.StreamClientTLS(cert)
+	cfg.NextProtos = []string{"h2"}
+	d := tls.Dialer{NetDialer: &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}, Config: cfg}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	conn, err := d.DialContext(ctx, "tcp", e.addr)
+	if err != nil {
+		return err
+	}
+	// TLS 1.3: the server's verdict on the client certificate arrives with the first read.
+	_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	_, err = conn.Read(make([]byte, 1))
+	_ = conn.Close()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	if err == nil {
+		return nil
+	}
+	return err
+}
+
+func refusedConnections(e *env) float64 {
+	return testutil.ToFloat64(e.srv.metrics.denied.WithLabelValues(string(ReasonTooManyConnections))) +
+		testutil.ToFloat64(e.srv.metrics.denied.WithLabelValues(string(ReasonTooManyConnectionsFromSource)))
+}
+
+// Tests that one source address holding silent connections (no TLS, up to the handshake limit)
+// takes only its share of the listener: beyond it its connections are closed at accept, and a
+// proxy from another address still opens its stream at once.
+func TestOneSourceTakesOnlyItsShareOfConnections(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.MaxConnections, c.MaxConnectionsPerSource = 8, 4 })
+	for range 12 {
+		dialFrom(t, "127.0.0.2", e.addr)
+	}
+	waitFor(t, "the attacker's connections to be accepted or refused", func() bool { return refusedConnections(e) >= 4 })
+	if err := e.handshakeFrom(t, "127.0.0.3", e.pki.SVID(t, webID)); err != nil {
+		t.Fatalf("a connection from another source: %v", err)
+	}
+	p := e.subscribe(t, apiID, "api", apiScope)
+	if _, err := p.recv(); err != nil {
+		t.Fatalf("a proxy's stream while one source holds silent connections: %v", err)
+	}
+	if got := testutil.ToFloat64(e.srv.metrics.denied.WithLabelValues(string(ReasonTooManyConnectionsFromSource))); got != 8 {
+		t.Errorf("closed{TooManyConnectionsFromSource} = %v, want 8", got)
+	}
+}
+
+// Tests that while more than half the connection cap is taken, a new connection must finish its
+// handshake within the busy deadline: sources that fill the cap with silent connections hold the
+// slots above half for that long only, not the whole handshake timeout.
+func TestSilentConnectionsAboveHalfTheCapAreClosedSoon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) {
+		c.MaxConnections, c.MaxConnectionsPerSource = 8, 4
+		c.HandshakeTimeout, c.BusyHandshakeTimeout = 20*time.Second, 300*time.Millisecond
+	})
+	var silent []net.Conn
+	for _, source := range []string{"127.0.0.2", "127.0.0.3"} {
+		for range 4 {
+			silent = append(silent, dialFrom(t, source, e.addr))
+		}
+	}
+	start := time.Now()
+	cert := e.pki.SVID(t, webID)
+	deadline := start.Add(5 * time.Second)
+	for e.handshakeFrom(t, "127.0.0.1", cert) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no handshake within %s while silent connections fill the cap", time.Since(start))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("a proxy's handshake succeeded %s after the cap was filled", time.Since(start))
+	readUntilClosed(t, silent[len(silent)-1], 3*time.Second)
+	if refusedConnections(e) == 0 {
+		t.Error("no connection was refused while the cap was full")
+	}
+}

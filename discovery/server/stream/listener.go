@@ -1,51 +1,75 @@
 package stream
 
 import (
+	"context"
 	"net"
-	"sync"
+	"time"
+
+	"google.golang.org/grpc/peer"
+
+	"coxswain.dev/coxswain/discovery/server/internal/connlimit"
 )
 
-// DefaultMaxConnections is how many connections the stream listener holds at once.
-const DefaultMaxConnections = 4096
+// Defaults of the stream listener's connection caps.
+const (
+	// DefaultMaxConnections is how many connections the stream listener holds at once.
+	DefaultMaxConnections = 4096
+	// DefaultMaxConnectionsPerSource is how many of them one source address may hold: a proxy
+	// pod needs one, a node of host-network proxies a few.
+	DefaultMaxConnectionsPerSource = 64
+	// DefaultBusyHandshakeTimeout bounds the handshake of a connection accepted while more than
+	// half the connection cap is taken, in place of the handshake timeout.
+	DefaultBusyHandshakeTimeout = 2 * time.Second
+)
 
-// Listener wraps lis, the stream listener's socket, so that at most MaxConnections connections
-// are open at once: a connection beyond is closed as soon as it is accepted, before any TLS
-// work, and counted as refused (TooManyConnections). Serve the gRPC server on the result.
+// Listener wraps lis, the stream listener's socket: at most MaxConnections connections are open
+// at once and MaxConnectionsPerSource from one source address. A connection beyond is closed as
+// soon as it is accepted, before any TLS work, and counted as refused (TooManyConnections,
+// TooManyConnectionsFromSource). While more than half the cap is taken, a new connection must
+// finish its handshake within BusyHandshakeTimeout. The server closes a connection of this
+// listener whose send is stuck (see session.send). Serve the gRPC server on the result.
 func (s *Server) Listener(lis net.Listener) net.Listener {
-	return &limitListener{Listener: lis, slots: make(chan struct{}, s.limits.connections), srv: s}
+	l := connlimit.New(lis, connlimit.Config{
+		Max: s.limits.connections, PerSource: s.limits.perSource,
+		BusyHandshakeTimeout: s.limits.busyHandshakeTimeout,
+		Refused:              s.refusedConnection,
+	})
+	s.connsMu.Lock()
+	s.listeners = append(s.listeners, l)
+	s.connsMu.Unlock()
+	return l
 }
 
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
-	srv   *Server
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		conn, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case l.slots <- struct{}{}:
-			return &limitConn{Conn: conn, release: func() { <-l.slots }}, nil
-		default:
-			_ = conn.Close()
-			l.srv.metrics.denied.WithLabelValues(string(ReasonTooManyConnections)).Inc()
-		}
+// refusedConnection counts and logs, unless logged too often lately, a connection closed at accept.
+func (s *Server) refusedConnection(reason connlimit.Reason, source string) {
+	s.metrics.denied.WithLabelValues(string(reason)).Inc()
+	if ok, suppressed := s.quiet.Allow(string(reason)+" "+source, s.now()); ok {
+		s.log.Info("Refused connection", "source", source, "reason", reason, "suppressed", suppressed)
 	}
 }
 
-// limitConn gives its slot back once, when closed.
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
+// connection returns the connection the stream of ctx rides, or nil when none of the server's
+// listeners holds it (a gRPC server served without Listener).
+func (s *Server) connection(ctx context.Context) *connlimit.Conn {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	s.connsMu.Lock()
+	listeners := s.listeners
+	s.connsMu.Unlock()
+	for _, l := range listeners {
+		if c := l.Lookup(p.LocalAddr, p.Addr); c != nil {
+			return c
+		}
+	}
+	return nil
 }
 
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
+// supersededOnSameConnection reports whether a session that superseded p rides p's connection.
+func (s *Server) supersededOnSameConnection(p *session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := s.sessions[p.key()]
+	return next != nil && next != p && next.conn == p.conn
 }

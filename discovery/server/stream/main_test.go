@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
@@ -74,6 +76,7 @@ type env struct {
 	scopes   *scopeTable
 	registry *prometheus.Registry
 	srv      *Server
+	gs       *grpc.Server
 	addr     string
 }
 
@@ -111,11 +114,30 @@ func newEnvTLS(t *testing.T, serverTLS func(*servertest.PKI) *tls.Config, config
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.addr = servertest.Serve(t, gs)
+	e.gs, e.addr = gs, serveListener(t, srv, gs)
 	for _, s := range []cache.Scope{cache.SharedPool(), webScope, apiScope} {
 		e.set(t, s, map[string]string{"listener": s.String()})
 	}
 	return e
+}
+
+// serveListener serves gs behind srv's connection caps on a fresh loopback listener until the
+// test ends and returns its address.
+func serveListener(t *testing.T, srv *Server, gs *grpc.Server) string {
+	t.Helper()
+	lis, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- gs.Serve(srv.Listener(lis)) }()
+	t.Cleanup(func() {
+		gs.Stop()
+		if err := <-done; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return lis.Addr().String()
 }
 
 // set replaces the resources of scope with key -> string payloads.

@@ -2,16 +2,26 @@ package stream
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/server/internal/connlimit"
 )
 
-// maxDetailLength bounds how much of a NACK detail is logged.
-const maxDetailLength = 256
+const (
+	// maxDetailLength bounds how much of a NACK detail is logged.
+	maxDetailLength = 256
+	// flushGrace is how long the message in flight of a session that ended may take to leave
+	// before its connection is closed.
+	flushGrace = 2 * time.Second
+)
 
 // session is one subscribed stream. Only its run goroutine touches the push state.
 type session struct {
@@ -25,6 +35,10 @@ type session struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// conn is the connection the stream rides, nil when the listener is not the server's; sentFrom
+	// is how many bytes it had written when the message in flight was sent.
+	conn     *connlimit.Conn
+	sentFrom int64
 
 	// acked is what the proxy holds; nil until its first ACK.
 	acked *cache.Snapshot
@@ -41,6 +55,8 @@ type inflight struct {
 	snap  *cache.Snapshot
 	nonce string
 	full  bool
+	// size is the encoded message's.
+	size int
 }
 
 // newSession derives the session context, which ends with the stream or on cancel.
@@ -50,14 +66,21 @@ func newSession(ctx context.Context, s *Server, id Identity, nodeID string, scop
 	sctx, cancel := context.WithCancelCause(ctx)
 	return &session{
 		srv: s, id: id, nodeID: nodeID, scope: scope, stream: stream, recv: recv,
-		ctx: sctx, cancel: cancel, needFull: true,
+		ctx: sctx, cancel: cancel, needFull: true, conn: s.connection(ctx),
 	}
 }
 
 // run pushes snapshots until the client leaves, breaks the protocol, leaves a snapshot
 // unanswered past the ACK deadline, the session is cancelled or the peer certificate expires.
-// One message in flight bounds what a session queues to one snapshot.
+// One message in flight bounds what a session queues to one snapshot, and an unpredictable nonce
+// makes an ACK proof that the proxy received all of it.
 func (p *session) run() error {
+	err := p.loop()
+	p.release()
+	return err
+}
+
+func (p *session) loop() error {
 	expiry := time.AfterFunc(p.id.NotAfter.Sub(p.srv.now()), func() {
 		p.cancel(deny(ReasonCertificateExpired, "peer certificate or session expired at %s", p.id.NotAfter.UTC().Format(time.RFC3339)))
 	})
@@ -171,6 +194,9 @@ func (p *session) push() (bool, error) {
 	if !p.needFull && p.acked.Version() == snap.Version() {
 		return false, nil
 	}
+	if p.ctx.Err() != nil {
+		return false, context.Cause(p.ctx)
+	}
 	if err := p.stillAuthorized(); err != nil {
 		return false, err
 	}
@@ -186,15 +212,87 @@ func (p *session) push() (bool, error) {
 	if fresh {
 		p.srv.metrics.encoded.WithLabelValues(kind).Inc()
 	}
-	p.nonces++
-	nonce := strconv.FormatUint(p.nonces, 10)
-	f := newFrame(body, nonce)
-	if err := p.stream.SendMsg(f); err != nil {
+	nonce, err := p.nextNonce()
+	if err != nil {
 		return false, err
 	}
-	p.inflight = &inflight{snap: snap, nonce: nonce, full: p.needFull}
+	f := newFrame(body, nonce)
+	if err := p.send(f); err != nil {
+		return false, err
+	}
+	p.inflight = &inflight{snap: snap, nonce: nonce, full: p.needFull, size: f.Len()}
 	p.srv.metrics.sent.WithLabelValues(kind).Inc()
 	p.srv.log.V(1).Info("Sent snapshot", "nodeID", p.nodeID, "scope", p.scope.String(), "version", snap.Version(),
 		"kind", kind, "bytes", f.Len())
 	return true, nil
+}
+
+// nextNonce returns the session's next nonce: a counter and random bytes, so that no proxy can
+// answer a snapshot it has not received in full (the nonce is the message's last field).
+func (p *session) nextNonce() (string, error) {
+	var r [8]byte
+	if _, err := io.ReadFull(p.srv.entropy, r[:]); err != nil {
+		return "", fmt.Errorf("stream: nonce: %w", err)
+	}
+	p.nonces++
+	return strconv.FormatUint(p.nonces, 10) + "-" + hex.EncodeToString(r[:]), nil
+}
+
+// send sends f under a watchdog. A send returns only once gRPC's flow control has room, which a
+// proxy that does not read never gives; the stream's context ends neither it nor the handler.
+// So a send that has not returned within the ACK deadline, or when the session is cancelled
+// (Reauthorize, Reverify, expiry, Shutdown), closes the stream's connection, which ends it.
+func (p *session) send(f *frame) error {
+	var sending atomic.Bool
+	sending.Store(true)
+	timeout := p.srv.limits.ackTimeout
+	timer := time.AfterFunc(timeout, func() {
+		p.cancel(deny(ReasonSendTimeout, "snapshot of %d bytes not taken by the proxy within %s", f.Len(), timeout))
+	})
+	stop := context.AfterFunc(p.ctx, func() {
+		if sending.Load() {
+			p.closeConnection()
+		}
+	})
+	if p.conn != nil {
+		p.sentFrom = p.conn.Written()
+	}
+	err := p.stream.SendMsg(f)
+	sending.Store(false)
+	timer.Stop()
+	stop()
+	if err != nil && p.ctx.Err() != nil {
+		return context.Cause(p.ctx)
+	}
+	return err
+}
+
+// release runs when the session has ended. A message the proxy has not read may wait in the
+// connection's buffers, and the stream's final status waits behind it: unless the proxy left,
+// or a stream of its node on the same connection took over, a message not written out in full
+// within flushGrace closes the connection, so that neither stays pinned by a proxy that does
+// not read. A proxy that reads gets the status.
+func (p *session) release() {
+	if p.inflight == nil || p.conn == nil || p.stream.Context().Err() != nil {
+		return
+	}
+	if p.srv.supersededOnSameConnection(p) {
+		return
+	}
+	from, size := p.sentFrom, int64(p.inflight.size)
+	time.AfterFunc(flushGrace, func() {
+		if p.conn.Written()-from < size {
+			p.srv.log.Info("Closed connection of an unread snapshot", "nodeID", p.nodeID, "scope", p.scope.String(),
+				"bytes", size)
+			p.closeConnection()
+		}
+	})
+}
+
+// closeConnection closes the session's connection: every stream on it ends, and a send blocked
+// in flow control returns.
+func (p *session) closeConnection() {
+	if p.conn != nil {
+		_ = p.conn.Close()
+	}
 }

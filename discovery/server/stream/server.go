@@ -2,7 +2,9 @@ package stream
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/server/internal/connlimit"
 	"coxswain.dev/coxswain/discovery/server/internal/quiet"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/discovery/wellknown"
@@ -57,6 +60,12 @@ type Config struct {
 	// MaxConnections caps the connections of the listener Listener wraps;
 	// DefaultMaxConnections when zero.
 	MaxConnections int
+	// MaxConnectionsPerSource caps those of one source address;
+	// DefaultMaxConnectionsPerSource when zero.
+	MaxConnectionsPerSource int
+	// BusyHandshakeTimeout bounds the handshake of connections accepted above half of
+	// MaxConnections; DefaultBusyHandshakeTimeout when zero.
+	BusyHandshakeTimeout time.Duration
 	// AckTimeout bounds the wait for the answer to a snapshot; DefaultAckTimeout when zero.
 	AckTimeout time.Duration
 	// MaxSessionLifetime caps how long one stream lives, even with certificates that live longer
@@ -94,6 +103,12 @@ type Server struct {
 	converge *convergence
 	health   *health.Server
 	quiet    *quiet.Limiter
+	// entropy makes the nonces unpredictable: crypto/rand.
+	entropy io.Reader
+
+	// listeners are the connection caps Listener made, where a stuck stream's connection is found.
+	connsMu   sync.Mutex
+	listeners []*connlimit.Listener
 
 	mu          sync.Mutex
 	sessions    map[sessionKey]*session
@@ -114,12 +129,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.SubscribeTimeout = DefaultSubscribeTimeout
 	}
 	lim := limits{
-		perIdentity:       orDefault(cfg.MaxStreamsPerIdentity, DefaultMaxStreamsPerIdentity),
-		streams:           orDefault(cfg.MaxStreams, DefaultMaxStreams),
-		connections:       orDefault(cfg.MaxConnections, DefaultMaxConnections),
-		ackTimeout:        orDefault(cfg.AckTimeout, DefaultAckTimeout),
-		handshakeTimeout:  orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
-		maxConnectionIdle: orDefault(cfg.MaxConnectionIdle, DefaultMaxConnectionIdle),
+		perIdentity:          orDefault(cfg.MaxStreamsPerIdentity, DefaultMaxStreamsPerIdentity),
+		streams:              orDefault(cfg.MaxStreams, DefaultMaxStreams),
+		connections:          orDefault(cfg.MaxConnections, DefaultMaxConnections),
+		perSource:            orDefault(cfg.MaxConnectionsPerSource, DefaultMaxConnectionsPerSource),
+		busyHandshakeTimeout: orDefault(cfg.BusyHandshakeTimeout, DefaultBusyHandshakeTimeout),
+		ackTimeout:           orDefault(cfg.AckTimeout, DefaultAckTimeout),
+		handshakeTimeout:     orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
+		maxConnectionIdle:    orDefault(cfg.MaxConnectionIdle, DefaultMaxConnectionIdle),
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -132,7 +149,7 @@ func New(cfg Config) (*Server, error) {
 	return &Server{
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
 		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, converge: converge, health: newHealth(),
-		quiet: quiet.New(quiet.DefaultBurst, quiet.DefaultInterval),
+		quiet: quiet.New(quiet.DefaultBurst, quiet.DefaultInterval), entropy: rand.Reader,
 		peers: peerVerifier{
 			td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now,
 			maxLifetime: orDefault(cfg.MaxSessionLifetime, wellknown.MaxSVIDTTL),
@@ -143,12 +160,14 @@ func New(cfg Config) (*Server, error) {
 
 // limits are the resource caps of the listener.
 type limits struct {
-	perIdentity       int
-	streams           int
-	connections       int
-	ackTimeout        time.Duration
-	handshakeTimeout  time.Duration
-	maxConnectionIdle time.Duration
+	perIdentity          int
+	streams              int
+	connections          int
+	perSource            int
+	busyHandshakeTimeout time.Duration
+	ackTimeout           time.Duration
+	handshakeTimeout     time.Duration
+	maxConnectionIdle    time.Duration
 }
 
 func orDefault[T int | time.Duration](v, def T) T {

@@ -1,0 +1,153 @@
+package connlimit
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Reason says why a connection was closed at accept; the listeners use it as a metric label.
+type Reason string
+
+// The reasons a connection is refused.
+const (
+	// ReasonTooManyConnections: the listener holds its maximum.
+	ReasonTooManyConnections Reason = "TooManyConnections"
+	// ReasonTooManyFromSource: the source address holds its share.
+	ReasonTooManyFromSource Reason = "TooManyConnectionsFromSource"
+)
+
+// Config configures a Listener. Max and PerSource are required.
+type Config struct {
+	// Max caps the connections open at once.
+	Max int
+	// PerSource caps the connections open at once from one source IP address.
+	PerSource int
+	// SoftMax is the number of open connections above which a new connection must finish its
+	// handshake within BusyHandshakeTimeout; Max/2 when zero.
+	SoftMax int
+	// BusyHandshakeTimeout bounds the handshake of a connection accepted above SoftMax, in place
+	// of the longer deadline the server sets; zero leaves the server's.
+	BusyHandshakeTimeout time.Duration
+	// IdleTimeout closes a connection that has had no call marked with Conn.Busy for that long;
+	// zero never does.
+	IdleTimeout time.Duration
+	// Refused is called for each connection closed at accept, outside any lock; nil ignores them.
+	Refused func(reason Reason, source string)
+	// Now is the clock, time.Now when nil.
+	Now func() time.Time
+}
+
+// Listener is a net.Listener that enforces Config on the connections it accepts.
+type Listener struct {
+	net.Listener
+	cfg Config
+
+	mu        sync.Mutex
+	perSource map[string]int
+	conns     map[connKey]*Conn
+}
+
+// connKey names a TCP connection of the listener.
+type connKey struct{ local, remote string }
+
+// New wraps lis.
+func New(lis net.Listener, cfg Config) *Listener {
+	if cfg.SoftMax <= 0 {
+		cfg.SoftMax = cfg.Max / 2
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Listener{Listener: lis, cfg: cfg, perSource: map[string]int{}, conns: map[connKey]*Conn{}}
+}
+
+// Accept returns the next connection within the caps; those beyond are closed and reported.
+func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		raw, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		source := SourceOf(raw.RemoteAddr())
+		c, reason := l.admit(raw, source)
+		if c != nil {
+			return c, nil
+		}
+		_ = raw.Close()
+		if l.cfg.Refused != nil {
+			l.cfg.Refused(reason, source)
+		}
+	}
+}
+
+// admit takes a slot for raw, or says why there is none.
+func (l *Listener) admit(raw net.Conn, source string) (*Conn, Reason) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case len(l.conns) >= l.cfg.Max:
+		return nil, ReasonTooManyConnections
+	case l.perSource[source] >= l.cfg.PerSource:
+		return nil, ReasonTooManyFromSource
+	}
+	c := &Conn{Conn: raw, l: l, source: source, key: keyOf(raw.LocalAddr(), raw.RemoteAddr()), last: l.cfg.Now()}
+	if len(l.conns) >= l.cfg.SoftMax && l.cfg.BusyHandshakeTimeout > 0 {
+		c.handshakeBy = c.last.Add(l.cfg.BusyHandshakeTimeout)
+	}
+	l.conns[c.key] = c
+	l.perSource[source]++
+	if l.cfg.IdleTimeout > 0 {
+		c.idle = time.AfterFunc(l.cfg.IdleTimeout, c.checkIdle)
+	}
+	return c, ""
+}
+
+// release gives back the slot of c.
+func (l *Listener) release(c *Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conns[c.key] == c {
+		delete(l.conns, c.key)
+	}
+	if l.perSource[c.source] > 1 {
+		l.perSource[c.source]--
+	} else {
+		delete(l.perSource, c.source)
+	}
+}
+
+// Lookup returns the open connection with these addresses (a gRPC peer's LocalAddr and Addr),
+// or nil.
+func (l *Listener) Lookup(local, remote net.Addr) *Conn {
+	if local == nil || remote == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conns[keyOf(local, remote)]
+}
+
+// Open returns how many connections are open, in total and from source.
+func (l *Listener) Open(source string) (total, fromSource int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns), l.perSource[source]
+}
+
+func keyOf(local, remote net.Addr) connKey {
+	return connKey{local: local.String(), remote: remote.String()}
+}
+
+// SourceOf returns the IP address of addr, the unit of the per-source cap; addr's string when it
+// has no IP.
+func SourceOf(addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		return tcp.AddrPort().Addr().Unmap().String()
+	}
+	if ap, err := netip.ParseAddrPort(addr.String()); err == nil {
+		return ap.Addr().Unmap().String()
+	}
+	return addr.String()
+}
