@@ -63,6 +63,7 @@ type limits struct {
 	upstreamMaxPending     int
 	upstreamPendingTimeout time.Duration
 	upstreamClientShare    int
+	maxBufferedBodyBytes   int64
 }
 
 // register adds the limit flags to fs, with the data plane's defaults.
@@ -95,6 +96,8 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"Time a request may wait for a place on a backend endpoint; then it is answered 503.")
 	fs.IntVar(&l.upstreamClientShare, "upstream-client-share-percent", upstream.DefaultClientSharePercent,
 		"Percentage of an endpoint's places one client address may hold or wait for; beyond it 503 at once.")
+	fs.Int64Var(&l.maxBufferedBodyBytes, "max-buffered-body-bytes", forward.DefaultMaxBufferedBodyBytes,
+		"Memory for request bodies held for retries and mirrors, the whole proxy together; a body beyond it is sent once, not mirrored.")
 }
 
 // check refuses limits that would disable a protection.
@@ -106,7 +109,7 @@ func (l *limits) check() error {
 		"--send-timeout": int64(l.sendTimeout), "--idle-timeout": int64(l.idleTimeout),
 		"--backend-idle-timeout": int64(l.backendIdleTimeout), "--tunnel-idle-timeout": int64(l.tunnelIdleTimeout),
 		"--upstream-max-connections": int64(l.upstreamMaxConns), "--upstream-max-pending": int64(l.upstreamMaxPending),
-		"--upstream-pending-timeout": int64(l.upstreamPendingTimeout),
+		"--upstream-pending-timeout": int64(l.upstreamPendingTimeout), "--max-buffered-body-bytes": l.maxBufferedBodyBytes,
 	} {
 		if v <= 0 {
 			return fmt.Errorf("%s must be positive", name)

@@ -64,6 +64,10 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 			Name:  "coxswain_proxy_upstream_pending_requests",
 			Help:  "Requests waiting for a place on an endpoint whose requests in flight are at their limit.",
 			Value: d.pool.Pending,
+		}, metrics.Gauge{
+			Name:  "coxswain_proxy_buffered_body_bytes",
+			Help:  "Memory held in request bodies buffered for retries and mirrors, against --max-buffered-body-bytes.",
+			Value: func() float64 { return d.handler.BufferedBodyBytes() },
 		})
 		if err != nil {
 			return nil, err
@@ -134,7 +138,9 @@ func (d *DataPlane) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	err := d.listeners.Shutdown(ctx)
-	d.handler.Wait(ctx.Done())
+	if !d.handler.Wait(ctx.Done()) {
+		d.log.Info("Left background exchanges running after the drain")
+	}
 	d.pool.Close()
 	if d.accessLog != nil {
 		err = errors.Join(err, d.accessLog.Close())

@@ -6,13 +6,19 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http2"
 
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 
@@ -159,4 +165,165 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// pingAcked sends a PING on h and reads frames until its ACK, acknowledging SETTINGS: the
+// proxy reads a connection's frames in order, so every frame sent before it was processed.
+func (h *h2Conn) pingAcked() {
+	h.t.Helper()
+	data := [8]byte{'b', 'u', 'd', 'g', 'e', 't'}
+	if err := h.fr.WritePing(false, data); err != nil {
+		h.t.Fatal(err)
+	}
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			h.t.Fatalf("read frame: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = h.fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == data {
+				return
+			}
+		}
+	}
+}
+
+// Tests that HEADERS-only streams announcing a 64 KiB body on a retry route and a mirror route
+// reserve nothing: 5 HTTP/2 connections of 100 such streams each (32 MiB announced) grow the
+// whole test process's heap by less than 12 MiB while the proxy waits for their bodies. Not
+// parallel: it measures the process's heap.
+func TestAnnouncedRetryBodiesReserveNothing(t *testing.T) {
+	be, arrived := readingBackend(t)
+	mirror, _ := readingBackend(t)
+	d := start(t, dataplane.Options{})
+	r := snaptest.Route("ns/r/0/0", "", snaptest.Prefix("/retry"), "ns/app:80")
+	withRetry([]uint32{503}, 2, 1)(r)
+	m := snaptest.Route("ns/m/0/0", "", snaptest.Prefix("/mirror"), "ns/app:80")
+	m.Filters = []*discoveryv1.Filter{filter(&discoveryv1.Filter_Mirror{Mirror: &discoveryv1.Mirror{Cluster: "ns/mirror:80", Numerator: 1, Denominator: 1}})}
+	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", r, m)),
+		snaptest.Cluster(t, "ns/app:80", hostPort(be)), snaptest.Cluster(t, "ns/mirror:80", hostPort(mirror)))
+	proxy := addr(t, d, 80)
+	heap := watchHeap()
+	conns := make([]*h2Conn, 5)
+	for i := range conns {
+		h := dialH2(t, proxy)
+		path := "/retry"
+		if i%2 == 1 {
+			path = "/mirror"
+		}
+		block := h.headerBlock(":method", "PUT", ":scheme", "http", ":authority", "x", ":path", path, "content-length", "65536")
+		for s := range uint32(100) {
+			if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 2*s + 1, BlockFragment: block, EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conns[i] = h
+	}
+	for _, h := range conns {
+		h.pingAcked()
+	}
+	// Watch the heap for a second while the 500 handlers wait for their bodies.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) && heapInUse() < heap.base+12<<20 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	g := heap.growth()
+	t.Logf("heap grew by %.1f MiB", g)
+	if g > 12 {
+		t.Errorf("heap grew by %.1f MiB for 500 HEADERS-only streams announcing 64 KiB each", g)
+	}
+	if arrived.Load() != 0 {
+		t.Errorf("%d requests reached the backend without their bodies", arrived.Load())
+	}
+}
+
+// Tests that buffered retry bodies count against the proxy-wide budget: while one upload holds
+// most of it, a retriable PUT whose body does not fit is forwarded once, not retried, and not
+// refused; once the budget is free again the same request is retried.
+func TestRetryBodiesShareABudget(t *testing.T) {
+	t.Parallel()
+	srv, seen := flaky(t)
+	reg := prometheus.NewRegistry()
+	d := start(t, dataplane.Options{Registerer: reg, Forward: forward.Options{MaxBufferedBodyBytes: 64 << 10}})
+	proxy := routeAll(t, d, hostPort(srv), withRetry([]uint32{503}, 1, 1))
+	hold, _ := rawConn(t, proxy)
+	if _, err := io.WriteString(hold, "PUT /?key=hold HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n"+strings.Repeat("h", 50000)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the held upload is buffered", func() bool {
+		return gaugeValue(t, reg, "coxswain_proxy_buffered_body_bytes") >= 50000
+	})
+	body := strings.Repeat("b", 30000)
+	if got := send(t, proxy, "PUT", "/?key=over&code=503&fail=1", body); got != 503 || seen("over") != 1 {
+		t.Errorf("a retriable PUT over the budget got %d after %d attempts; want the backend's 503 after 1", got, seen("over"))
+	}
+	if got := metricValue(t, reg, "coxswain_proxy_body_buffer_refused_total", "retry"); got != 1 {
+		t.Errorf("body_buffer_refused_total{use=retry} = %v, want 1", got)
+	}
+	_ = hold.Close()
+	eventually(t, "the held upload's budget is free", func() bool {
+		return gaugeValue(t, reg, "coxswain_proxy_buffered_body_bytes") == 0
+	})
+	if got := send(t, proxy, "PUT", "/?key=under&code=503&fail=1", body); got != 200 || seen("under") != 2 {
+		t.Errorf("a retriable PUT within the budget got %d after %d attempts; want 200 after 2", got, seen("under"))
+	}
+}
+
+func heapInUse() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// Tests that a WebSocket upgrade on a mirrored route is not mirrored (a mirror copy that
+// upgraded would open a tunnel no timeout ends), and that Shutdown returns within its drain
+// bound while the tunnel is open.
+func TestMirroredUpgradeIsNotMirrored(t *testing.T) {
+	t.Parallel()
+	ws := wsBackend(t)
+	var mirrored atomic.Int64
+	mirror := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mirrored.Add(1)
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		_ = rw.Flush()
+		_, _ = io.Copy(io.Discard, rw) // holds the mirror's tunnel open until the proxy closes it
+	}))
+	t.Cleanup(mirror.Close)
+	r := snaptest.Route("ns/ws/0/0", "", snaptest.Prefix("/"), "ns/ws:80")
+	r.Filters = []*discoveryv1.Filter{filter(&discoveryv1.Filter_Mirror{Mirror: &discoveryv1.Mirror{Cluster: "ns/mirror:80", Numerator: 1, Denominator: 1}})}
+	d := start(t, dataplane.Options{})
+	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", r)),
+		snaptest.Cluster(t, "ns/ws:80", hostPort(ws)), snaptest.Cluster(t, "ns/mirror:80", hostPort(mirror)))
+	c, br := rawConn(t, addr(t, d, 80))
+	if got := upgradeStatus(t, c, br, "GET /chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"); got != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade got %d, want 101", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	begin := time.Now()
+	go func() { done <- d.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		t.Logf("Shutdown: %v", err) // the drain runs out while the tunnel is open
+		if took := time.Since(begin); took > 3*time.Second {
+			t.Errorf("Shutdown with a 500ms drain took %s", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown with a 500ms drain still running after 5s")
+	}
+	if n := mirrored.Load(); n != 0 {
+		t.Errorf("the mirror received %d copies of an upgrade, want none", n)
+	}
 }

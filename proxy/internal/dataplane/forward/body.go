@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,8 +21,19 @@ type requestBody struct {
 	body    io.ReadCloser
 	limit   int64 // remaining bytes allowed, negative for no limit
 	timeout time.Duration
-	// buffered, when set, is the whole body, already read (for mirrors).
-	buffered []byte
+	// whole, when set, is the whole body, read into memory for retries or mirrors.
+	whole []byte
+	// pending is what was read from the client and not yet handed to the engine: the rest of
+	// whole, or the part read before the budget refused more.
+	pending []byte
+	// streamed says an attempt to buffer the body stopped short; the body streams.
+	streamed bool
+	// reserved is what the body holds of the buffer budget; refs counts the holders of whole
+	// (the exchange and the mirror copies in flight), the last of which gives it back.
+	reserved int64
+	refs     atomic.Int32
+	budget   *bufferBudget
+	done     bool
 	// readBy is the read deadline set last, zero before the first read.
 	readBy time.Time
 	mu     sync.Mutex
@@ -34,7 +46,8 @@ func (x *exchange) requestBody() *requestBody {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil
 	}
-	b := &requestBody{x: x, body: r.Body, limit: -1, timeout: x.h.opts.BodyReadTimeout}
+	b := &requestBody{x: x, body: r.Body, limit: -1, timeout: x.h.opts.BodyReadTimeout, budget: &x.h.budget}
+	b.refs.Store(1)
 	if max := x.h.opts.MaxRequestBodySize; max > 0 {
 		b.limit = max
 	}
@@ -42,16 +55,22 @@ func (x *exchange) requestBody() *requestBody {
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
-	if b.buffered != nil {
-		n := copy(p, b.buffered)
-		b.buffered = b.buffered[n:]
-		if len(b.buffered) == 0 {
-			b.buffered = nil
-			b.ended()
+	if len(b.pending) > 0 {
+		n := copy(p, b.pending)
+		b.pending = b.pending[n:]
+		if len(b.pending) == 0 && b.whole != nil {
 			return n, io.EOF
 		}
 		return n, nil
 	}
+	if b.whole != nil {
+		return 0, io.EOF
+	}
+	return b.readClient(p)
+}
+
+// readClient reads from the client's body with the read deadline and the size limit.
+func (b *requestBody) readClient(p []byte) (int, error) {
 	if now := time.Now(); b.readBy.IsZero() || b.readBy.Sub(now) < b.timeout-b.timeout/8 {
 		// Moved only once it came an eighth of the timeout closer: one call per few reads.
 		b.readBy = now.Add(b.timeout)
@@ -74,28 +93,79 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readAll reads the whole body, at most max bytes, for the mirrors; the upstream exchange then
-// reads it from memory. It returns false when the body is longer than max.
-func (b *requestBody) readAll(max int64) (bool, error) {
-	if b.x.r.ContentLength < 0 || b.x.r.ContentLength > max {
-		return false, nil
+// buffer reads the whole body into memory, for retries or mirrors, when its length is known
+// and at most max; the upstream exchange then reads it from memory. Memory grows as bytes
+// arrive, never ahead of them, and every growth is taken from the proxy's buffer budget. It
+// returns false when the body is not buffered: unknown or longer than max, or (budget) the
+// budget refused it, when what was read so far goes out first and the rest streams.
+func (b *requestBody) buffer(max int64) (ok, budget bool, err error) {
+	switch want := b.x.r.ContentLength; {
+	case b.whole != nil:
+		return true, false, nil
+	case b.streamed:
+		return false, true, nil
+	case want < 0 || want > max:
+		return false, false, nil
 	}
-	buf := make([]byte, b.x.r.ContentLength)
-	_, err := io.ReadFull(b, buf)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, err
+	buf, err := b.readGrowing(b.x.r.ContentLength)
+	if err != nil {
+		return false, false, err
 	}
-	if len(buf) == 0 {
-		buf = []byte{}
+	b.pending = buf
+	if int64(len(buf)) < b.x.r.ContentLength {
+		b.streamed = true
+		return false, true, nil
 	}
-	b.buffered = buf
-	return true, nil
+	b.whole = buf
+	b.ended()
+	return true, false, nil
+}
+
+// readGrowing reads up to want bytes, doubling the buffer from 512 bytes as it fills and
+// taking each growth from the budget; it stops short when the budget refuses one.
+func (b *requestBody) readGrowing(want int64) ([]byte, error) {
+	var buf []byte
+	for int64(len(buf)) < want {
+		if len(buf) == cap(buf) {
+			size := min(want, max(512, 2*int64(len(buf))))
+			if !b.budget.take(size - b.reserved) {
+				return buf, nil
+			}
+			b.reserved = size
+			next := make([]byte, len(buf), size)
+			copy(next, buf)
+			buf = next
+		}
+		n, err := b.readClient(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case errors.Is(err, io.EOF):
+			return buf, nil
+		case err != nil:
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// hold counts one more holder of the buffered body (a mirror copy); each holder calls unref.
+func (b *requestBody) hold() { b.refs.Add(1) }
+
+// unref ends one holder's use of the buffered body; the last gives the budget back.
+func (b *requestBody) unref() {
+	if b.refs.Add(-1) == 0 && b.reserved > 0 {
+		b.budget.give(b.reserved)
+	}
 }
 
 // ended runs once the body is read whole: the read deadline is lifted, so that the engine's
 // watch for the client closing the connection does not fire on it, and the trailers the route
 // manages are dropped.
 func (b *requestBody) ended() {
+	if b.done {
+		return
+	}
+	b.done = true
 	_ = b.x.rc.SetReadDeadline(time.Time{})
 	if b.x.r.Trailer != nil {
 		dropManagedTrailers(b.x.r.Trailer, b.x.route)
@@ -119,3 +189,21 @@ func (b *requestBody) failed() error {
 
 // Close is the engine's; the server closes the client's body itself.
 func (b *requestBody) Close() error { return nil }
+
+// bufferBudget is the memory the whole proxy may hold in buffered retry and mirror bodies.
+type bufferBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// take reserves n bytes and reports whether they fit.
+func (g *bufferBudget) take(n int64) bool {
+	if g.used.Add(n) > g.max {
+		g.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+// give returns n bytes take reserved.
+func (g *bufferBudget) give(n int64) { g.used.Add(-n) }

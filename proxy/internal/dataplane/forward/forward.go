@@ -55,14 +55,20 @@ func (h *Handler) forward(x *exchange) int {
 	body := x.requestBody()
 	policy := x.retryPolicy(body, upgrade)
 	var replay []byte
+	if body != nil {
+		defer body.unref()
+	}
 	if policy != nil && body != nil {
-		ok, err := body.readAll(h.opts.MaxRetryBodySize)
+		ok, overBudget, err := body.buffer(h.opts.MaxRetryBodySize)
 		switch {
 		case err != nil:
 			return x.bodyFailed(err)
 		case ok:
-			replay = body.buffered
+			replay = body.whole
 		default:
+			if overBudget {
+				h.opts.Metrics.BodyBufferRefused("retry")
+			}
 			policy = nil
 		}
 	}
@@ -97,7 +103,7 @@ func (h *Handler) forward(x *exchange) int {
 			// earlier attempt's reader.
 			out.Body = io.NopCloser(bytes.NewReader(replay))
 		}
-		if retries == 0 {
+		if retries == 0 && !upgrade { // an upgrade is never mirrored: its copy would open a tunnel
 			if err := h.mirror(x, out, body); err != nil {
 				return x.bodyFailed(err)
 			}

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -26,6 +27,10 @@ type Options struct {
 	// read whole before the first attempt. A larger or unknown body is forwarded once.
 	// DefaultMaxRetryBodySize when zero.
 	MaxRetryBodySize int64
+	// MaxBufferedBodyBytes bounds the retry and mirror bodies held in memory by the whole
+	// proxy; a body that does not fit is forwarded once and not mirrored.
+	// DefaultMaxBufferedBodyBytes when zero.
+	MaxBufferedBodyBytes int64
 	// MaxRequestBodySize bounds a request body; 413 beyond it. Zero or negative is no bound:
 	// bodies stream, so their size costs no memory.
 	MaxRequestBodySize int64
@@ -63,6 +68,9 @@ const (
 	DefaultSendTimeout        = 60 * time.Second
 	DefaultBackendIdleTimeout = 60 * time.Second
 	DefaultTunnelIdleTimeout  = 5 * time.Minute
+	// DefaultMaxBufferedBodyBytes is the proxy-wide memory for buffered retry and mirror
+	// bodies: 512 retried 64 KiB bodies at once.
+	DefaultMaxBufferedBodyBytes = 32 << 20
 )
 
 func (o *Options) defaults() {
@@ -70,6 +78,7 @@ func (o *Options) defaults() {
 	setDefault(&o.MirrorTimeout, 10*time.Second)
 	setDefault(&o.MaxMirrorBodySize, 64<<10)
 	setDefault(&o.MaxRetryBodySize, DefaultMaxRetryBodySize)
+	setDefault(&o.MaxBufferedBodyBytes, DefaultMaxBufferedBodyBytes)
 	setDefault(&o.MaxHeaderCount, DefaultMaxHeaderCount)
 	setDefault(&o.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setDefault(&o.BodyReadTimeout, DefaultBodyReadTimeout)
@@ -106,6 +115,11 @@ type Handler struct {
 	stopping bool
 	tunnels  tunnels
 	bufs     sync.Pool
+	// budget bounds the request bodies held in memory for retries and mirrors.
+	budget bufferBudget
+	// stopCtx ends the mirror exchanges still running when a drain runs out of time.
+	stopCtx context.Context
+	stop    context.CancelFunc
 }
 
 // bufferSize is the chunk in which bodies are copied: one buffer per direction per request.
@@ -115,6 +129,8 @@ const bufferSize = 32 << 10
 func NewHandler(opts Options) *Handler {
 	opts.defaults()
 	h := &Handler{opts: opts, mirrorSlots: make(chan struct{}, opts.MirrorConcurrency), tunnels: newTunnels()}
+	h.budget.max = opts.MaxBufferedBodyBytes
+	h.stopCtx, h.stop = context.WithCancel(context.Background())
 	h.bufs.New = func() any { b := make([]byte, bufferSize); return &b }
 	return h
 }
@@ -205,9 +221,13 @@ func (h *Handler) record(x *exchange, status int) {
 	}
 }
 
+// stopGrace bounds the wait for background work once Wait closed and cancelled it.
+const stopGrace = time.Second
+
 // Wait blocks until the mirror copies and WebSocket tunnels still running end, or until done is
-// closed, when it closes the tunnels and returns.
-func (h *Handler) Wait(done <-chan struct{}) {
+// closed, when it closes the tunnels, cancels the mirror exchanges and waits at most stopGrace
+// for them to return. It reports whether every background task ended.
+func (h *Handler) Wait(done <-chan struct{}) bool {
 	h.bgMu.Lock()
 	h.stopping = true
 	h.bgMu.Unlock()
@@ -218,9 +238,19 @@ func (h *Handler) Wait(done <-chan struct{}) {
 	}()
 	select {
 	case <-finished:
+		h.stop()
+		return true
 	case <-done:
-		h.tunnels.closeAll()
-		<-finished
+	}
+	h.stop()
+	h.tunnels.closeAll()
+	t := time.NewTimer(stopGrace)
+	defer t.Stop()
+	select {
+	case <-finished:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
@@ -235,6 +265,9 @@ func (h *Handler) track() bool {
 	h.background.Add(1)
 	return true
 }
+
+// BufferedBodyBytes returns the memory held in buffered retry and mirror bodies.
+func (h *Handler) BufferedBodyBytes() float64 { return float64(h.budget.used.Load()) }
 
 func (h *Handler) buffer() *[]byte   { return h.bufs.Get().(*[]byte) }
 func (h *Handler) release(b *[]byte) { h.bufs.Put(b) }

@@ -31,32 +31,58 @@ func (h *Handler) mirror(x *exchange, out *http.Request, body *requestBody) erro
 			continue
 		}
 		if body != nil && !bodyRead {
-			ok, err := body.readAll(h.opts.MaxMirrorBodySize)
+			ok, overBudget, err := body.buffer(h.opts.MaxMirrorBodySize)
 			if err != nil {
 				return err
 			}
 			if !ok {
+				if overBudget {
+					h.opts.Metrics.BodyBufferRefused("mirror")
+				}
 				h.opts.Metrics.MirrorDropped()
 				return nil
 			}
 			bodyRead = true
 		}
-		select {
-		case h.mirrorSlots <- struct{}{}:
-		default:
-			h.opts.Metrics.MirrorDropped()
-			continue
-		}
-		req := mirrorRequest(out, ep, body)
-		req.URL.Scheme = cl.Scheme()
-		transport := cl.Transport(ep)
-		if !h.track() {
-			<-h.mirrorSlots
-			continue
-		}
-		go h.sendMirror(transport, req)
+		h.startMirror(x, out, cl, ep, body)
 	}
 	return nil
+}
+
+// startMirror sends one mirror copy to ep in the background when a mirror slot and a place
+// on the endpoint are free at once; otherwise the copy is dropped and counted.
+func (h *Handler) startMirror(x *exchange, out *http.Request, cl *upstream.Cluster, ep *upstream.Endpoint, body *requestBody) {
+	select {
+	case h.mirrorSlots <- struct{}{}:
+	default:
+		h.opts.Metrics.MirrorDropped()
+		return
+	}
+	place, ok := ep.TryAcquire(clientOf(x.r))
+	if !ok {
+		<-h.mirrorSlots
+		h.opts.Metrics.MirrorDropped()
+		return
+	}
+	if !h.track() {
+		place.Release()
+		<-h.mirrorSlots
+		return
+	}
+	req := mirrorRequest(out, ep, body)
+	req.URL.Scheme = cl.Scheme()
+	if body != nil {
+		body.hold()
+	}
+	go func() {
+		defer h.background.Done()
+		defer func() { <-h.mirrorSlots }()
+		defer place.Release()
+		if body != nil {
+			defer body.unref()
+		}
+		h.sendMirror(cl.Transport(ep), req)
+	}()
 }
 
 // mirrorRequest copies out for ep, with the body read so far, on a context of its own.
@@ -65,27 +91,32 @@ func mirrorRequest(out *http.Request, ep *upstream.Endpoint, body *requestBody) 
 		Method: out.Method, Proto: out.Proto, ProtoMajor: 1, ProtoMinor: 1,
 		Header: out.Header.Clone(), Host: out.Host,
 	}
+	// A mirror copy never asks to switch protocols.
+	delete(req.Header, headerConnection)
+	delete(req.Header, headerUpgrade)
 	u := *out.URL
 	u.Host = ep.Address
 	req.URL = &u
-	if body != nil && body.buffered != nil {
-		req.Body = io.NopCloser(bytes.NewReader(body.buffered))
-		req.ContentLength = int64(len(body.buffered))
+	if body != nil && body.whole != nil {
+		req.Body = io.NopCloser(bytes.NewReader(body.whole))
+		req.ContentLength = int64(len(body.whole))
 	}
 	return req
 }
 
 // sendMirror runs one mirror exchange and reads its response to the end, or closes its
 // connection, so that nothing of it is left for the next request on that connection.
+// A 101 (which a mirror copy never asks for) is closed at once. The exchange ends at
+// MirrorTimeout, or when the data plane's drain runs out.
 func (h *Handler) sendMirror(t http.RoundTripper, req *http.Request) {
-	defer h.background.Done()
-	defer func() { <-h.mirrorSlots }()
-	ctx, cancel := context.WithTimeout(context.Background(), h.opts.MirrorTimeout)
+	ctx, cancel := context.WithTimeout(h.stopCtx, h.opts.MirrorTimeout)
 	defer cancel()
 	resp, err := t.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		return
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxMirrorDrain))
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxMirrorDrain))
+	}
 	_ = resp.Body.Close()
 }

@@ -19,6 +19,7 @@ type Metrics struct {
 	refused        *prometheus.CounterVec
 	connsRefused   prometheus.Counter
 	retries        *prometheus.CounterVec
+	bufferRefused  *prometheus.CounterVec
 	unmatched      *RouteCounters
 }
 
@@ -56,11 +57,15 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 		Name: "coxswain_proxy_retries_total",
 		Help: "Retry decisions of routes with a retry policy, by cluster and outcome: sent (another attempt went out), budget_exhausted (the cluster's retry budget refused it).",
 	}, []string{"cluster", "outcome"})
+	m.bufferRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coxswain_proxy_body_buffer_refused_total",
+		Help: "Request bodies the proxy-wide buffer budget could not hold, by use: retry (the request was forwarded once), mirror (it was not mirrored).",
+	}, []string{"use"})
 	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "coxswain_proxy_active_connections",
 		Help: "Open downstream connections.",
 	}, connections)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.retries, active} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.retries, m.bufferRefused, active} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register data plane metrics: %w", err)
 		}
@@ -73,6 +78,14 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 func (m *Metrics) Retry(cluster, outcome string) {
 	if m != nil {
 		m.retries.WithLabelValues(cluster, outcome).Inc()
+	}
+}
+
+// BodyBufferRefused counts a body the buffer budget could not hold; use is "retry" or
+// "mirror".
+func (m *Metrics) BodyBufferRefused(use string) {
+	if m != nil {
+		m.bufferRefused.WithLabelValues(use).Inc()
 	}
 }
 
