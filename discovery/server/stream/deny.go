@@ -35,6 +35,9 @@ const (
 	// ReasonTooManyConnectionsFromSource counts connections closed at accept because their
 	// source address held its share of the listener.
 	ReasonTooManyConnectionsFromSource Reason = "TooManyConnectionsFromSource"
+	// ReasonTooManyBytesInFlight closes a stream whose push would take its identity's snapshots
+	// in flight beyond their byte budget.
+	ReasonTooManyBytesInFlight Reason = "TooManyBytesInFlight"
 	// ReasonSendTimeout closes a stream whose send the proxy did not take within the ACK deadline.
 	ReasonSendTimeout Reason = "SendTimeout"
 	ReasonAckTimeout  Reason = "AckTimeout"
@@ -59,6 +62,7 @@ var reasonCodes = map[Reason]codes.Code{
 	ReasonTooManyConnections:           codes.ResourceExhausted,
 	ReasonTooManyConnectionsFromSource: codes.ResourceExhausted,
 	ReasonSendTimeout:                  codes.DeadlineExceeded,
+	ReasonTooManyBytesInFlight:         codes.ResourceExhausted,
 	ReasonAckTimeout:                   codes.DeadlineExceeded,
 	ReasonShutdown:                     codes.Unavailable,
 }

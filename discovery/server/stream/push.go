@@ -55,8 +55,9 @@ type inflight struct {
 	snap  *cache.Snapshot
 	nonce string
 	full  bool
-	// size is the encoded message's.
+	// size is the encoded message's; key names its shared body in the identity's budget.
 	size int
+	key  bodyKey
 }
 
 // newSession derives the session context, which ends with the stream or on cancel.
@@ -135,6 +136,7 @@ func (p *session) answered(version, nonce string) (*inflight, error) {
 	if f == nil || f.nonce != nonce || f.snap.Version() != version {
 		return nil, deny(ReasonProtocolViolation, "answer for version %q nonce %q, which is not in flight", version, nonce)
 	}
+	p.srv.inFlight.give(p.id.ID.String(), f.key)
 	p.inflight = nil
 	return f, nil
 }
@@ -201,9 +203,9 @@ func (p *session) push() (bool, error) {
 		return false, err
 	}
 	var base *cache.Snapshot
-	kind := "full"
+	kind, key := "full", bodyKey{version: snap.Version()}
 	if !p.needFull {
-		base, kind = p.acked, "delta"
+		base, kind, key.base = p.acked, "delta", p.acked.Version()
 	}
 	body, fresh, err := snap.Encode(base)
 	if err != nil {
@@ -217,10 +219,16 @@ func (p *session) push() (bool, error) {
 		return false, err
 	}
 	f := newFrame(body, nonce)
+	id := p.id.ID.String()
+	if !p.srv.inFlight.take(id, key, f.Len()) {
+		return false, deny(ReasonTooManyBytesInFlight, "%s has %d bytes of snapshots in flight; %d more would pass its budget",
+			id, p.srv.inFlight.inFlight(id), f.Len())
+	}
 	if err := p.send(f); err != nil {
+		p.srv.inFlight.give(id, key)
 		return false, err
 	}
-	p.inflight = &inflight{snap: snap, nonce: nonce, full: p.needFull, size: f.Len()}
+	p.inflight = &inflight{snap: snap, nonce: nonce, full: p.needFull, size: f.Len(), key: key}
 	p.srv.metrics.sent.WithLabelValues(kind).Inc()
 	p.srv.log.V(1).Info("Sent snapshot", "nodeID", p.nodeID, "scope", p.scope.String(), "version", snap.Version(),
 		"kind", kind, "bytes", f.Len())
@@ -273,6 +281,9 @@ func (p *session) send(f *frame) error {
 // within flushGrace closes the connection, so that neither stays pinned by a proxy that does
 // not read. A proxy that reads gets the status.
 func (p *session) release() {
+	if p.inflight != nil {
+		p.srv.inFlight.give(p.id.ID.String(), p.inflight.key)
+	}
 	if p.inflight == nil || p.conn == nil || p.stream.Context().Err() != nil {
 		return
 	}

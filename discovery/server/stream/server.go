@@ -66,6 +66,10 @@ type Config struct {
 	// BusyHandshakeTimeout bounds the handshake of connections accepted above half of
 	// MaxConnections; DefaultBusyHandshakeTimeout when zero.
 	BusyHandshakeTimeout time.Duration
+	// MaxInFlightBytesPerIdentity caps the bytes of snapshots sent and not yet answered on the
+	// streams of one SPIFFE ID, a version sent on several counted once;
+	// DefaultMaxInFlightBytesPerIdentity when zero.
+	MaxInFlightBytesPerIdentity int
 	// AckTimeout bounds the wait for the answer to a snapshot; DefaultAckTimeout when zero.
 	AckTimeout time.Duration
 	// MaxSessionLifetime caps how long one stream lives, even with certificates that live longer
@@ -105,6 +109,8 @@ type Server struct {
 	quiet    *quiet.Limiter
 	// entropy makes the nonces unpredictable: crypto/rand.
 	entropy io.Reader
+	// inFlight holds each identity's unanswered snapshots to MaxInFlightBytesPerIdentity.
+	inFlight *budget
 
 	// listeners are the connection caps Listener made, where a stuck stream's connection is found.
 	connsMu   sync.Mutex
@@ -150,6 +156,7 @@ func New(cfg Config) (*Server, error) {
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
 		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, converge: converge, health: newHealth(),
 		quiet: quiet.New(quiet.DefaultBurst, quiet.DefaultInterval), entropy: rand.Reader,
+		inFlight: newBudget(orDefault(cfg.MaxInFlightBytesPerIdentity, DefaultMaxInFlightBytesPerIdentity)),
 		peers: peerVerifier{
 			td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now,
 			maxLifetime: orDefault(cfg.MaxSessionLifetime, wellknown.MaxSVIDTTL),
