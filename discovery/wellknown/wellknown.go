@@ -82,3 +82,11 @@ const (
 	SharedPoolFirstPort = 20000
 	SharedPoolLastPort  = 29999
 )
+
+// The default caps of what the Gateways of one namespace may take of the shared pool: Gateways,
+// and internal ports (one per distinct listener port of each). Without them one tenant could
+// take every internal port, and every later Gateway would get none.
+const (
+	DefaultMaxSharedGatewaysPerNamespace = 64
+	DefaultMaxSharedPortsPerNamespace    = 256
+)

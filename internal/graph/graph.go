@@ -27,6 +27,14 @@ type Options struct {
 	// Namespace is the operator's namespace, which holds the shared pool and the Services of its
 	// Gateways; wellknown.InstallNamespace when empty.
 	Namespace string
+	// MaxSharedGatewaysPerNamespace caps the shared pool Gateways of one namespace: the oldest
+	// are accepted, the others are not (NamespaceLimitReached).
+	// wellknown.DefaultMaxSharedGatewaysPerNamespace when zero.
+	MaxSharedGatewaysPerNamespace int32
+	// MaxSharedPortsPerNamespace caps the shared pool's internal ports the Gateways of one
+	// namespace hold together; a listener port beyond it gets none and its listener is not
+	// programmed (PortsExhausted). wellknown.DefaultMaxSharedPortsPerNamespace when zero.
+	MaxSharedPortsPerNamespace int32
 	// Rules, when set, keeps the routes' resolved rules from one Build to the next (see
 	// RuleMemo).
 	Rules *RuleMemo
@@ -41,6 +49,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Namespace == "" {
 		o.Namespace = wellknown.InstallNamespace
+	}
+	if o.MaxSharedGatewaysPerNamespace == 0 {
+		o.MaxSharedGatewaysPerNamespace = wellknown.DefaultMaxSharedGatewaysPerNamespace
+	}
+	if o.MaxSharedPortsPerNamespace == 0 {
+		o.MaxSharedPortsPerNamespace = wellknown.DefaultMaxSharedPortsPerNamespace
 	}
 	return o
 }
@@ -72,6 +86,7 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 	g.GatewayClasses = b.buildGatewayClasses()
 	g.Gateways = b.buildGateways()
 	refuseProxyNameConflicts(g.Gateways)
+	refuseOverNamespaceLimit(g.Gateways, b.opts.MaxSharedGatewaysPerNamespace)
 	g.ListenerSets = b.buildListenerSets()
 	g.HTTPRoutes = b.buildHTTPRoutes()
 	for _, gw := range g.Gateways {
@@ -80,7 +95,7 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 	for _, ls := range g.ListenerSets {
 		ls.finish()
 	}
-	allocateSharedPorts(g.Gateways, b.cs.Services, b.opts.Namespace)
+	allocateSharedPorts(g.Gateways, b.cs.Services, b.opts.Namespace, b.opts.MaxSharedPortsPerNamespace)
 	g.BackendTLSPolicies = b.buildBackendTLSPolicies()
 	g.Clusters = b.buildClusters()
 	recordAncestors(g.Gateways, g.BackendTLSPolicies, b.cs.Services)

@@ -14,6 +14,8 @@ import (
 
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/graph/conditions"
+	"coxswain.dev/coxswain/internal/snapshot"
 	"coxswain.dev/coxswain/internal/state"
 )
 
@@ -186,5 +188,158 @@ func TestSharedPortsExhausted(t *testing.T) {
 	got := sharedPorts(graph.Build(cs, graph.Options{}))
 	if want := (map[string]map[int32]int32{"late": {}}); !cmp.Equal(want, got) {
 		t.Errorf("internal ports = %v, want none left for the newcomer", got)
+	}
+}
+
+// nsGateway is a shared Gateway of namespace ns named name with HTTP listeners on ports.
+type nsGateway struct {
+	ns, name string
+	ports    []int32
+}
+
+// tenantsState holds the class "coxswain" and the shared Gateways given, aged in their order
+// (first is oldest).
+func tenantsState(gateways ...nsGateway) *state.ClusterState {
+	cs := state.New()
+	class := &gwapiv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "coxswain"}}
+	class.Spec.ControllerName = wellknown.GatewayControllerName
+	cs.GatewayClasses[state.Key(class)] = class
+	for i, g := range gateways {
+		gw := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{
+			Namespace: g.ns, Name: g.name, Generation: 1, CreationTimestamp: metav1.NewTime(epoch.Add(time.Duration(i) * time.Minute)),
+		}}
+		gw.Spec.GatewayClassName = "coxswain"
+		for _, p := range g.ports {
+			gw.Spec.Listeners = append(gw.Spec.Listeners, gwapiv1.Listener{
+				Name: gwapiv1.SectionName(fmt.Sprintf("l%d", p)), Port: p, Protocol: gwapiv1.HTTPProtocolType,
+			})
+		}
+		cs.Gateways[state.Key(gw)] = gw
+	}
+	return cs
+}
+
+// gatewayOf returns the Gateway ns/name of g.
+func gatewayOf(t *testing.T, g *graph.Graph, ns, name string) *graph.Gateway {
+	t.Helper()
+	for _, gw := range g.Gateways {
+		if gw.Source.Namespace == ns && gw.Source.Name == name {
+			return gw
+		}
+	}
+	t.Fatalf("no Gateway %s/%s in the graph", ns, name)
+	return nil
+}
+
+// wantCondition reports a mismatch of the condition condType of conds, "" when it matches.
+func wantCondition(conds []metav1.Condition, condType string, status metav1.ConditionStatus, reason string) string {
+	for _, c := range conds {
+		if c.Type == condType {
+			if c.Status != status || c.Reason != reason {
+				return fmt.Sprintf("%s = %s/%s (%s), want %s/%s", condType, c.Status, c.Reason, c.Message, status, reason)
+			}
+			return ""
+		}
+	}
+	return fmt.Sprintf("no %s condition, want %s/%s", condType, status, reason)
+}
+
+// listenerNames returns the names of the listeners of the shared pool's snapshot.
+func listenerNames(g *graph.Graph) []string {
+	var out []string
+	for _, snap := range snapshot.Compile(g) {
+		if snap.Scope != snapshot.SharedPool() {
+			continue
+		}
+		for _, l := range snap.Listeners {
+			out = append(out, l.Name)
+		}
+	}
+	return out
+}
+
+// Tests that a listener whose port gets no internal port, the range being exhausted, is not
+// programmed (PortsExhausted), and neither is its Gateway when that was its only listener; the
+// snapshot holds no listener of it. Before, both said Programmed while nothing served them.
+func TestSharedPortsExhaustedListenerIsNotProgrammed(t *testing.T) {
+	t.Parallel()
+	cs := tenantsState(nsGateway{"apps", "late", []int32{80}})
+	all := map[int32]int32{}
+	for p := int32(wellknown.SharedPoolFirstPort); p <= wellknown.SharedPoolLastPort; p++ {
+		all[p-wellknown.SharedPoolFirstPort+1] = p
+	}
+	addRecord(cs, "hoarder", all)
+	g := graph.Build(cs, graph.Options{})
+	gw := gatewayOf(t, g, "apps", "late")
+	if msg := wantCondition(gw.Listeners[0].Conditions, "Programmed", metav1.ConditionFalse, conditions.ReasonPortsExhausted); msg != "" {
+		t.Errorf("listener: %s", msg)
+	}
+	if msg := wantCondition(gw.Conditions, "Programmed", metav1.ConditionFalse, string(gwapiv1.GatewayReasonInvalid)); msg != "" {
+		t.Errorf("Gateway: %s", msg)
+	}
+	if names := listenerNames(g); len(names) != 0 {
+		t.Errorf("the shared pool serves %v, want nothing", names)
+	}
+}
+
+// Tests that one namespace holds at most MaxSharedPortsPerNamespace internal ports: its
+// listeners beyond the cap are not programmed (PortsExhausted), its older Gateways keep theirs,
+// and a Gateway of another namespace created later still gets its ports.
+func TestSharedPortsPerNamespaceCap(t *testing.T) {
+	t.Parallel()
+	cs := tenantsState(
+		nsGateway{"hoarder", "a", []int32{80, 81}},
+		nsGateway{"hoarder", "b", []int32{80, 81}},
+		nsGateway{"other", "web", []int32{80}},
+	)
+	g := graph.Build(cs, graph.Options{MaxSharedPortsPerNamespace: 3})
+	want := map[string]map[int32]int32{"a": {80: 20000, 81: 20001}, "b": {80: 20002}, "web": {80: 20003}}
+	if diff := cmp.Diff(want, sharedPorts(g)); diff != "" {
+		t.Errorf("internal ports (-want +got):\n%s", diff)
+	}
+	b := gatewayOf(t, g, "hoarder", "b")
+	for _, l := range b.Listeners {
+		reason, status := string(gwapiv1.ListenerReasonProgrammed), metav1.ConditionTrue
+		if l.Port == 81 {
+			reason, status = conditions.ReasonPortsExhausted, metav1.ConditionFalse
+		}
+		if msg := wantCondition(l.Conditions, "Programmed", status, reason); msg != "" {
+			t.Errorf("listener %s: %s", l.Name, msg)
+		}
+	}
+	if msg := wantCondition(b.Conditions, "Programmed", metav1.ConditionTrue, string(gwapiv1.GatewayReasonProgrammed)); msg != "" {
+		t.Errorf("Gateway b, one listener still served: %s", msg)
+	}
+	if got, want := listenerNames(g), []string{"hoarder/a/80", "hoarder/a/81", "hoarder/b/80", "other/web/80"}; !cmp.Equal(want, got) {
+		t.Errorf("the shared pool serves %v, want %v", got, want)
+	}
+}
+
+// Tests that one namespace has at most MaxSharedGatewaysPerNamespace shared Gateways accepted:
+// the oldest; the newer ones are Accepted=False (NamespaceLimitReached) and get no Service or
+// internal port, while another namespace's Gateway is accepted.
+func TestSharedGatewaysPerNamespaceCap(t *testing.T) {
+	t.Parallel()
+	cs := tenantsState(
+		nsGateway{"tenant", "one", []int32{80}},
+		nsGateway{"tenant", "two", []int32{80}},
+		nsGateway{"other", "web", []int32{80}},
+		nsGateway{"tenant", "three", []int32{80}},
+	)
+	g := graph.Build(cs, graph.Options{MaxSharedGatewaysPerNamespace: 2})
+	for _, name := range []string{"one", "two"} {
+		if gw := gatewayOf(t, g, "tenant", name); !gw.Accepted || gw.SharedService == "" {
+			t.Errorf("Gateway tenant/%s: accepted %v, Service %q; want accepted with a Service", name, gw.Accepted, gw.SharedService)
+		}
+	}
+	if gw := gatewayOf(t, g, "other", "web"); !gw.Accepted {
+		t.Errorf("Gateway other/web is not accepted: %v", gw.Conditions)
+	}
+	three := gatewayOf(t, g, "tenant", "three")
+	if msg := wantCondition(three.Conditions, "Accepted", metav1.ConditionFalse, conditions.ReasonNamespaceLimitReached); msg != "" {
+		t.Errorf("Gateway tenant/three: %s", msg)
+	}
+	if three.SharedService != "" || three.SharedPorts != nil {
+		t.Errorf("Gateway tenant/three over the cap got Service %q, ports %v", three.SharedService, three.SharedPorts)
 	}
 }

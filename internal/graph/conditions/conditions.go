@@ -12,6 +12,15 @@ const ReasonInvalidGatewayClass = "InvalidGatewayClass"
 // dedicated proxy is reserved or taken by another Gateway's proxy.
 const ReasonProxyNameConflict = "ProxyNameConflict"
 
+// ReasonNamespaceLimitReached is used with a shared pool Gateway's Accepted condition when its
+// namespace already has as many shared pool Gateways as allowed, all older.
+const ReasonNamespaceLimitReached = "NamespaceLimitReached"
+
+// ReasonPortsExhausted is used with a listener's Programmed condition when its port got no
+// internal port of the shared pool: the range is taken, or its Gateway's namespace holds as many
+// as allowed.
+const ReasonPortsExhausted = "PortsExhausted"
+
 // ReasonProxyNotReady is used with a Gateway's Programmed condition while no replica of its
 // proxy is ready.
 const ReasonProxyNotReady = "ProxyNotReady"

@@ -47,6 +47,12 @@ func NewGatewayProxyNameConflict(msg string) metav1.Condition {
 	return falsity(gatewayAccepted, ReasonProxyNameConflict, msg)
 }
 
+// NewGatewayNamespaceLimitReached says the Gateway's namespace already has as many shared pool
+// Gateways as allowed, all older, so this one is not served.
+func NewGatewayNamespaceLimitReached(msg string) metav1.Condition {
+	return falsity(gatewayAccepted, ReasonNamespaceLimitReached, msg)
+}
+
 // NewGatewayInvalidGatewayClass says the Gateway's class is ours but not accepted.
 func NewGatewayInvalidGatewayClass() metav1.Condition {
 	return falsity(gatewayAccepted, ReasonInvalidGatewayClass, "GatewayClass is not accepted")

@@ -39,6 +39,12 @@ func NewListenerNotProgrammed(msg string) metav1.Condition {
 	return falsity(listenerProgrammed, string(gwapiv1.ListenerReasonInvalid), msg)
 }
 
+// NewListenerPortsExhausted says the listener's port got no internal port of the shared pool,
+// so the pool does not serve it.
+func NewListenerPortsExhausted(msg string) metav1.Condition {
+	return falsity(listenerProgrammed, ReasonPortsExhausted, msg)
+}
+
 // NewListenerInvalidCertificateRef says a certificateRef is missing, of the wrong kind or malformed.
 func NewListenerInvalidCertificateRef(msg string) metav1.Condition {
 	return falsity(listenerResolvedRefs, string(gwapiv1.ListenerReasonInvalidCertificateRef), msg)
