@@ -21,6 +21,7 @@ import (
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/pki"
+	"coxswain.dev/coxswain/discovery/spiffe"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
@@ -160,7 +161,8 @@ func callBootstrap(ctx context.Context, cfg BootstrapConfig, bundles tlsconfig.B
 	return resp, nil
 }
 
-// parseResponse checks that the chain's leaf verifies against the returned bundle and is for key.
+// parseResponse checks that the chain is an SVID for client auth that verifies against the
+// returned bundle (go-spiffe's x509svid) and is for key.
 func parseResponse(resp *discoveryv1.BootstrapResponse, key crypto.Signer) (*SVID, error) {
 	chain, err := parseChain(resp.GetSvidChainPem())
 	if err != nil {
@@ -171,11 +173,11 @@ func parseResponse(resp *discoveryv1.BootstrapResponse, key crypto.Signer) (*SVI
 		return nil, fmt.Errorf("%w: trust bundle: %w", ErrInvalidResponse, err)
 	}
 	leaf := chain[0]
-	opts := x509.VerifyOptions{Roots: bundle.Pool(), Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	for _, c := range chain[1:] {
-		opts.Intermediates.AddCert(c)
+	_, verified, err := spiffe.Verify(chain, tlsconfig.X509Source(tlsconfig.NewRotatingBundle(bundle)))
+	if err == nil {
+		err = spiffe.CheckExtKeyUsage(verified, x509.ExtKeyUsageClientAuth)
 	}
-	if _, err := leaf.Verify(opts); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("%w: certificate does not verify against the bundle: %w", ErrInvalidResponse, err)
 	}
 	if pub, ok := key.Public().(*ecdsa.PublicKey); !ok || !pub.Equal(leaf.PublicKey) {

@@ -7,6 +7,9 @@ import (
 	"encoding/pem"
 	"fmt"
 	"slices"
+
+	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 )
 
 // MaxBundleBytes bounds the PEM size of a trust bundle.
@@ -89,6 +92,13 @@ func (b *Bundle) Pool() *x509.CertPool {
 		pool.AddCert(r)
 	}
 	return pool
+}
+
+// X509Bundle returns the roots as go-spiffe's bundle of td, for x509svid verification. The roots
+// carry no trust domain of their own: td is the caller's claim (a root's URI name constraint, in
+// Auto mode, is what binds it to one).
+func (b *Bundle) X509Bundle(td spiffeid.TrustDomain) *x509bundle.Bundle {
+	return x509bundle.FromX509Authorities(td, b.roots)
 }
 
 // Equal reports whether b and other hold the same roots.

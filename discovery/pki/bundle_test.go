@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 
 	"coxswain.dev/coxswain/discovery/pki"
 	"coxswain.dev/coxswain/discovery/pki/pkitest"
@@ -115,5 +116,26 @@ func TestPublishRoots(t *testing.T) {
 				t.Fatalf("published roots (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Tests that X509Bundle hands go-spiffe the roots, in canonical order, as the bundle of the
+// trust domain asked for, and that changing the copy leaves the bundle alone.
+func TestBundleAsGoSpiffeBundle(t *testing.T) {
+	t.Parallel()
+	a := pkitest.NewCAAt(t, "cluster.local", epoch).Certificate()
+	b := pkitest.NewCAAt(t, "cluster.local", epoch.Add(time.Hour)).Certificate()
+	bundle := pki.NewBundle(b, a)
+	td := spiffeid.RequireTrustDomainFromString("cluster.local")
+	got := bundle.X509Bundle(td)
+	if got.TrustDomain() != td {
+		t.Fatalf("trust domain %s, want %s", got.TrustDomain(), td)
+	}
+	if diff := cmp.Diff(bundle.Certificates(), got.X509Authorities()); diff != "" {
+		t.Fatalf("authorities (-bundle +go-spiffe):\n%s", diff)
+	}
+	got.RemoveX509Authority(a)
+	if !bundle.Contains(a) || bundle.Len() != 2 {
+		t.Fatal("changing go-spiffe's bundle changed ours")
 	}
 }

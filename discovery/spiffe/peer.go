@@ -5,11 +5,13 @@ import (
 	"fmt"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 )
 
 // PeerID returns the SPIFFE ID a workload certificate authenticates. The certificate must be
-// a leaf with exactly one URI SAN holding a valid SPIFFE ID with a non-empty path in td.
-// PeerID does not verify the chain; call it after chain verification.
+// a leaf with exactly one URI SAN holding a valid SPIFFE ID (go-spiffe's x509svid.IDFromCert)
+// with a non-empty path in td. PeerID does not verify the chain; call it after chain
+// verification, or call Verify.
 func PeerID(leaf *x509.Certificate, td spiffeid.TrustDomain) (spiffeid.ID, error) {
 	if leaf == nil {
 		return spiffeid.ID{}, ErrNoCertificate
@@ -17,16 +19,9 @@ func PeerID(leaf *x509.Certificate, td spiffeid.TrustDomain) (spiffeid.ID, error
 	if leaf.IsCA {
 		return spiffeid.ID{}, ErrCACertificate
 	}
-	switch len(leaf.URIs) {
-	case 0:
-		return spiffeid.ID{}, ErrNoURISAN
-	case 1:
-	default:
-		return spiffeid.ID{}, fmt.Errorf("%w: %d URI SANs", ErrMultipleURISANs, len(leaf.URIs))
-	}
-	id, err := spiffeid.FromURI(leaf.URIs[0])
+	id, err := x509svid.IDFromCert(leaf)
 	if err != nil {
-		return spiffeid.ID{}, fmt.Errorf("%w: %w", ErrInvalidID, err)
+		return spiffeid.ID{}, uriError(leaf, err)
 	}
 	if err := CheckID(id, td); err != nil {
 		return spiffeid.ID{}, err
@@ -43,14 +38,21 @@ func PeerIDFromChain(chain []*x509.Certificate, td spiffeid.TrustDomain) (spiffe
 	return PeerID(chain[0], td)
 }
 
-// CheckID requires id to be a workload ID of td: a member of td with a non-empty path.
+// CheckID requires id to be a workload ID of td: a member of td (go-spiffe's
+// spiffeid.MatchMemberOf) with a non-empty path, which go-spiffe does not require.
 func CheckID(id spiffeid.ID, td spiffeid.TrustDomain) error {
 	if id.IsZero() {
 		return fmt.Errorf("%w: empty", ErrInvalidID)
 	}
-	if td.IsZero() || !id.MemberOf(td) {
+	if err := spiffeid.MatchMemberOf(td)(id); err != nil || td.IsZero() {
 		return fmt.Errorf("%w: %q is not in %q", ErrForeignTrustDomain, id, td)
 	}
+	return CheckPath(id)
+}
+
+// CheckPath requires id to have a path: a SPIFFE ID without one names a trust domain, not a
+// workload, and go-spiffe accepts it.
+func CheckPath(id spiffeid.ID) error {
 	if id.Path() == "" {
 		return fmt.Errorf("%w: %q", ErrEmptyPath, id)
 	}

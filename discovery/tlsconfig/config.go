@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 )
@@ -22,10 +21,11 @@ func BootstrapServer(certs CertificateSource) *tls.Config {
 	}
 }
 
-// BootstrapClient verifies the server's chain against the current bundle, its DNS SAN against
-// serverName and its one SPIFFE ID with authorize (AuthorizeServiceAccount of the controller):
-// a certificate of the same CA for that DNS name but another identity is refused. It presents no
-// certificate unless the caller sets GetClientCertificate.
+// BootstrapClient verifies the server with go-spiffe against the current bundle, requires a
+// chain for server auth, its DNS SAN serverName and a SPIFFE ID with a path that authorize
+// accepts (AuthorizeServiceAccount of the controller): a certificate of the same CA for that DNS
+// name but another identity is refused. It presents no certificate unless the caller sets
+// GetClientCertificate.
 func BootstrapClient(bundles BundleSource, serverName string, authorize Authorizer) *tls.Config {
 	if serverName == "" {
 		panic("tlsconfig: BootstrapClient needs a server name")
@@ -33,6 +33,9 @@ func BootstrapClient(bundles BundleSource, serverName string, authorize Authoriz
 	if authorize == nil {
 		panic("tlsconfig: nil authorizer")
 	}
+	verify := peerVerifier(bundles, AuthorizeAll(
+		AuthorizeExtKeyUsage(x509.ExtKeyUsageServerAuth), AuthorizeDNSName(serverName), AuthorizeWorkload(), authorize,
+	))
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		ServerName: serverName,
@@ -40,28 +43,17 @@ func BootstrapClient(bundles BundleSource, serverName string, authorize Authoriz
 		// the static RootCAs field cannot express.
 		InsecureSkipVerify: true, //nolint:gosec // the chain and name are verified in VerifyConnection
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			if err := verifyChain(cs.PeerCertificates, bundles, x509.ExtKeyUsageServerAuth, serverName, time.Now()); err != nil {
-				return fmt.Errorf("tlsconfig: verify server %s: %w", serverName, err)
-			}
-			leaf := cs.PeerCertificates[0]
-			if len(leaf.URIs) != 1 {
-				return fmt.Errorf("tlsconfig: server %s: %w: %d URI SANs, want one SPIFFE ID", serverName, ErrUnauthorized, len(leaf.URIs))
-			}
-			id, err := spiffeid.FromURI(leaf.URIs[0])
-			if err != nil {
+			if err := verify(cs); err != nil {
 				return fmt.Errorf("tlsconfig: server %s: %w", serverName, err)
-			}
-			if err := authorize(id); err != nil {
-				return fmt.Errorf("tlsconfig: authorize server %s: %w", serverName, err)
 			}
 			return nil
 		},
 	}
 }
 
-// MTLSServer serves certs over TLS 1.3 and requires a client certificate that chains to the
-// current bundle and carries exactly one SPIFFE ID of td with a path, which authorize accepts.
-// Anything else fails the handshake.
+// MTLSServer serves certs over TLS 1.3 and requires a client certificate that go-spiffe verifies
+// against the current bundle, with a chain for client auth and one SPIFFE ID of td with a path,
+// which authorize accepts. Anything else fails the handshake.
 func MTLSServer(certs CertificateSource, bundles BundleSource, td spiffeid.TrustDomain, authorize Authorizer) *tls.Config {
 	mustSPIFFE(td, authorize)
 	return &tls.Config{
@@ -71,14 +63,15 @@ func MTLSServer(certs CertificateSource, bundles BundleSource, td spiffeid.Trust
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return getCertificate(certs)
 		},
-		VerifyConnection: spiffePeerVerifier(bundles, td, x509.ExtKeyUsageClientAuth, authorize),
+		VerifyConnection: peerVerifier(bundles, workload(td, x509.ExtKeyUsageClientAuth, authorize)),
 		// Every connection runs a full handshake, so a rotated bundle applies at once.
 		SessionTicketsDisabled: true,
 	}
 }
 
-// MTLSClient presents certs over TLS 1.3 and requires the server certificate to chain to the
-// current bundle and carry exactly one SPIFFE ID of td with a path, which authorize accepts.
+// MTLSClient presents certs over TLS 1.3 and requires a server certificate that go-spiffe
+// verifies against the current bundle, with a chain for server auth and one SPIFFE ID of td with
+// a path, which authorize accepts.
 func MTLSClient(certs CertificateSource, bundles BundleSource, td spiffeid.TrustDomain, authorize Authorizer) *tls.Config {
 	mustSPIFFE(td, authorize)
 	return &tls.Config{
@@ -89,8 +82,14 @@ func MTLSClient(certs CertificateSource, bundles BundleSource, td spiffeid.Trust
 		// The server is named by its SPIFFE ID, not its host name; the chain and the ID are
 		// verified in VerifyConnection against the bundle of the moment.
 		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection
-		VerifyConnection:   spiffePeerVerifier(bundles, td, x509.ExtKeyUsageServerAuth, authorize),
+		VerifyConnection:   peerVerifier(bundles, workload(td, x509.ExtKeyUsageServerAuth, authorize)),
 	}
+}
+
+// workload is the rule of both ends of the stream: a chain for usage, an ID of td with a path,
+// then authorize.
+func workload(td spiffeid.TrustDomain, usage x509.ExtKeyUsage, authorize Authorizer) Authorizer {
+	return AuthorizeAll(AuthorizeExtKeyUsage(usage), AuthorizeMemberOf(td), AuthorizeWorkload(), authorize)
 }
 
 func mustSPIFFE(td spiffeid.TrustDomain, authorize Authorizer) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"coxswain.dev/coxswain/discovery/client"
 	"coxswain.dev/coxswain/discovery/pki"
@@ -67,14 +68,14 @@ func (a *Agent) bootstrap(ctx context.Context) (*svid, error) {
 // controller's SPIFFE ID in its trust domain.
 func (a *Agent) newSVID(issued *client.SVID) (*svid, error) {
 	leaf := issued.Certificate.Leaf
-	if leaf == nil || len(leaf.URIs) != 1 {
-		return nil, errors.New("the SVID must carry exactly one URI SAN")
+	if leaf == nil {
+		return nil, errors.New("the answer holds no SVID")
 	}
-	id, err := spiffeid.FromURI(leaf.URIs[0])
+	id, err := x509svid.IDFromCert(leaf)
+	if err == nil {
+		_, err = spiffe.PeerID(leaf, id.TrustDomain())
+	}
 	if err != nil {
-		return nil, fmt.Errorf("SVID identity: %w", err)
-	}
-	if _, err := spiffe.PeerID(leaf, id.TrustDomain()); err != nil {
 		return nil, fmt.Errorf("SVID identity: %w", err)
 	}
 	controller, err := spiffe.ServiceAccountID(id.TrustDomain(), a.cfg.ControllerNamespace, a.cfg.ControllerServiceAccount)

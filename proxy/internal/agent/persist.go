@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"google.golang.org/protobuf/proto"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/client"
+	"coxswain.dev/coxswain/discovery/spiffe"
+	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/proxy/internal/resource"
 )
 
@@ -107,8 +110,8 @@ func (a *Agent) readKept() (*resource.Set, error) {
 	return set, nil
 }
 
-// checkKeptChain verifies the kept SVID chain against the mounted bundle, at the moment the SVID
-// was valid (it may have expired while the proxy was down).
+// checkKeptChain verifies the kept SVID chain with go-spiffe against the mounted bundle, for
+// client auth, at the moment the SVID was valid (it may have expired while the proxy was down).
 func (a *Agent) checkKeptChain(der []byte) error {
 	chain, err := x509.ParseCertificates(der)
 	if err != nil || len(chain) == 0 {
@@ -118,14 +121,12 @@ func (a *Agent) checkKeptChain(der []byte) error {
 	if err != nil {
 		return err
 	}
-	opts := x509.VerifyOptions{
-		Roots: bundle.Pool(), Intermediates: x509.NewCertPool(), CurrentTime: chain[0].NotBefore,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	source := tlsconfig.X509Source(tlsconfig.NewRotatingBundle(bundle))
+	_, verified, err := spiffe.Verify(chain, source, x509svid.WithTime(chain[0].NotBefore))
+	if err == nil {
+		err = spiffe.CheckExtKeyUsage(verified, x509.ExtKeyUsageClientAuth)
 	}
-	for _, c := range chain[1:] {
-		opts.Intermediates.AddCert(c)
-	}
-	if _, err := chain[0].Verify(opts); err != nil {
+	if err != nil {
 		return fmt.Errorf("the SVID that received the kept snapshot does not chain to the trust bundle: %w", err)
 	}
 	return nil
