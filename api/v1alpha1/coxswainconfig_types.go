@@ -83,6 +83,14 @@ type DiscoverySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4096
 	MaxStreamsPerIdentity *int32 `json:"maxStreamsPerIdentity,omitempty"`
+
+	// AllowUnboundTokens lets a bootstrap token that is bound to no pod obtain an SVID. Off by
+	// default: a proxy's projected token is bound to its pod, which must exist, be scheduled to a
+	// node, not have finished and not be terminating; an unbound token (TokenRequest without a
+	// boundObjectRef) would let whoever may request tokens for a proxy's ServiceAccount obtain its
+	// identity without running a pod. Default false.
+	// +optional
+	AllowUnboundTokens *bool `json:"allowUnboundTokens,omitempty"`
 }
 
 // CASpec configures the discovery certificate authority.

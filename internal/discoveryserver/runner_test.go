@@ -141,11 +141,24 @@ func writeTrustBundle(t *testing.T, ns string) string {
 	return writeFile(t, "ca.crt", cm.Data[wellknown.TrustBundleKey])
 }
 
-// writeToken requests a projected-style token for the coxswain-discovery audience.
+// writeToken requests a projected-style token for the coxswain-discovery audience, bound to a
+// pod of sa on a node as the kubelet's would be.
 func writeToken(t *testing.T, ns, sa string) string {
 	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa + "-0"},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: sa, NodeName: "node-a", AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "proxy", Image: "coxswain.dev/coxswain-proxy:test"}},
+		},
+	}
+	pod, err := clientset.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	req := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
 		Audiences: []string{wellknown.TokenAudience}, ExpirationSeconds: ptr.To[int64](3600),
+		BoundObjectRef: &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
 	resp, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), sa, req, metav1.CreateOptions{})
 	if err != nil {

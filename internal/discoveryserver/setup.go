@@ -71,9 +71,11 @@ func Setup(mgr manager.Manager, o SetupOptions) (*Components, error) {
 		Allowlist:   identity.NewAllowlist(o.Namespace, identity.ServiceAccount{Namespace: o.Namespace, Name: controllerSA(o.ServiceAccount)}),
 		TrustCopies: trustbundle.NewReplicator(cs, ca, log.WithName("trustcopies")),
 	}
+	auth := identity.NewAuthenticator(mgr.GetClient(), mgr.GetAPIReader(), log.WithName("tokenreview")).
+		AllowUnbound(func() bool { return o.Settings.Get().AllowUnboundTokens })
 	c.Runner, err = New(Options{
 		Settings: o.Settings, CA: ca, Board: o.Board, Namespace: o.Namespace, ServiceAccount: o.ServiceAccount,
-		Authenticator: identity.NewAuthenticator(mgr.GetClient(), mgr.GetAPIReader(), log.WithName("tokenreview")),
+		Authenticator: auth,
 		Allowlist:     c.Allowlist,
 		Reporter:      identity.NewReporter(recorder, identity.ControllerReference(o.Namespace, o.PodName, o.ConfigName)),
 		Snapshots:     o.Snapshots, Scopes: o.Scopes, Host: o.Host,

@@ -205,6 +205,7 @@ func newStormProxy(ctx context.Context, cs kubernetes.Interface, ns, dir string,
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("shared-proxy-%d", i)},
 		Spec: corev1.PodSpec{
 			ServiceAccountName:           wellknown.SharedProxyServiceAccount,
+			NodeName:                     "node-a",
 			AutomountServiceAccountToken: ptr.To(false),
 			Containers:                   []corev1.Container{{Name: "proxy", Image: "coxswain.dev/coxswain-proxy:test"}},
 		},

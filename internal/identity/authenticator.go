@@ -28,12 +28,15 @@ const (
 
 // Authenticator implements bootstrap.Authenticator with the TokenReview API. A token passes when
 // the API server authenticates it for the coxswain-discovery audience and says so in the review's
-// audiences, names a ServiceAccount, and, when it is bound to a pod, that pod exists now with
-// the bound UID and runs as that ServiceAccount. Errors never contain the token.
+// audiences, names a ServiceAccount, and is bound to a pod that exists now with the bound UID,
+// runs as that ServiceAccount, is scheduled to a node, has not finished and is not being deleted.
+// A token bound to no pod passes only while AllowUnbound says so. Errors never contain the token.
 type Authenticator struct {
 	reviews client.Writer
 	pods    client.Reader
 	log     logr.Logger
+	// unbound reports whether tokens bound to no pod may pass; nil refuses them.
+	unbound func() bool
 }
 
 // NewAuthenticator returns an Authenticator that creates TokenReviews with reviews and reads
@@ -45,6 +48,15 @@ func NewAuthenticator(reviews client.Writer, pods client.Reader, log logr.Logger
 }
 
 var _ bootstrap.Authenticator = (*Authenticator)(nil)
+
+// AllowUnbound lets tokens bound to no pod pass while allowed returns true (the setting
+// discovery.allowUnboundTokens); without it they are refused. Whoever may request tokens for a
+// ServiceAccount (TokenRequest) could otherwise obtain its SVID without running a pod. Call it
+// before the first Authenticate; it returns a.
+func (a *Authenticator) AllowUnbound(allowed func() bool) *Authenticator {
+	a.unbound = allowed
+	return a
+}
 
 // Authenticate reviews token and returns the ServiceAccount, and the pod, it authenticates.
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (bootstrap.Principal, error) {
@@ -60,7 +72,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (bootstr
 		return bootstrap.Principal{}, err
 	}
 	if p.PodName == "" {
-		return p, nil
+		if a.unbound != nil && a.unbound() {
+			return p, nil
+		}
+		return p, fmt.Errorf("%w: the token of %s/%s is bound to no pod (discovery.allowUnboundTokens is off)",
+			bootstrap.ErrPodMismatch, p.Namespace, p.ServiceAccount)
 	}
 	if err := a.checkPod(ctx, p); err != nil {
 		if errors.Is(err, bootstrap.ErrPodMismatch) {

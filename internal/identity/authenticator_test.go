@@ -19,6 +19,11 @@ func newAuthenticator(t *testing.T) *Authenticator {
 	return NewAuthenticator(k8sClient, k8sClient, testr.New(t).WithName("tokenreview"))
 }
 
+// allowingUnbound is an Authenticator that lets tokens bound to no pod pass.
+func allowingUnbound(t *testing.T) *Authenticator {
+	return newAuthenticator(t).AllowUnbound(func() bool { return true })
+}
+
 // Tests that tokens the API server does not authenticate for the coxswain-discovery audience
 // are refused as unauthenticated, without the token in the error.
 func TestAuthenticateRefusesTokens(t *testing.T) {
@@ -58,7 +63,7 @@ func TestAuthenticateRefusesDeletedServiceAccount(t *testing.T) {
 	ns := newNamespace(t, "deleted-sa")
 	sa := newServiceAccount(t, ns, "gone")
 	token := requestToken(t, ns, sa.Name, []string{wellknown.TokenAudience}, nil)
-	a := newAuthenticator(t)
+	a := allowingUnbound(t)
 	if _, err := a.Authenticate(t.Context(), token); err != nil {
 		t.Fatalf("Authenticate before deletion: %v", err)
 	}
@@ -125,9 +130,9 @@ func TestAuthenticateAcceptsTokens(t *testing.T) {
 	newServiceAccount(t, wellknown.InstallNamespace, wellknown.SharedProxyServiceAccount)
 	a := newAuthenticator(t)
 
-	t.Run("a shared proxy token authenticates its ServiceAccount", func(t *testing.T) {
+	t.Run("an unbound token authenticates its ServiceAccount while unbound tokens are allowed", func(t *testing.T) {
 		token := requestToken(t, wellknown.InstallNamespace, wellknown.SharedProxyServiceAccount, []string{wellknown.TokenAudience}, nil)
-		p, err := a.Authenticate(t.Context(), token)
+		p, err := allowingUnbound(t).Authenticate(t.Context(), token)
 		want := bootstrap.Principal{Namespace: wellknown.InstallNamespace, ServiceAccount: wellknown.SharedProxyServiceAccount}
 		if err != nil || p != want {
 			t.Fatalf("Authenticate = %+v, %v; want %+v", p, err, want)

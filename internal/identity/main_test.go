@@ -67,14 +67,21 @@ func newServiceAccount(t *testing.T, namespace, name string) *corev1.ServiceAcco
 	return sa
 }
 
-// newPod creates a pod that runs as serviceAccount. Nothing schedules it: the API object is all
-// a bound token needs.
+// newPod creates a pod that runs as serviceAccount on a node. No kubelet runs it: the API
+// object, bound to a node as a scheduler would, is all a bound token needs.
 func newPod(t *testing.T, namespace, name, serviceAccount string) *corev1.Pod {
+	t.Helper()
+	return newPodOn(t, namespace, name, serviceAccount, "node-a")
+}
+
+// newPodOn creates a pod that runs as serviceAccount, bound to node (none when empty).
+func newPodOn(t *testing.T, namespace, name, serviceAccount, node string) *corev1.Pod {
 	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: corev1.PodSpec{
 			ServiceAccountName: serviceAccount,
+			NodeName:           node,
 			Containers:         []corev1.Container{{Name: "proxy", Image: "coxswain.dev/coxswain-proxy:test"}},
 		},
 	}

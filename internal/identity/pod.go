@@ -13,8 +13,9 @@ import (
 )
 
 // checkPod requires the pod a token is bound to to exist now, with the bound UID, running as the
-// token's ServiceAccount. The API server's own check of the binding is cached for a few seconds
-// after a successful review, so a pod deleted or replaced within that window is caught here.
+// token's ServiceAccount, and to run (see matchPod). The API server's own check of the binding is
+// cached for a few seconds after a successful review, and it accepts tokens of pods that have
+// finished or are being deleted, so those are caught here.
 func (a *Authenticator) checkPod(ctx context.Context, p bootstrap.Principal) error {
 	var pod corev1.Pod
 	err := a.pods.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.PodName}, &pod)
@@ -27,7 +28,10 @@ func (a *Authenticator) checkPod(ctx context.Context, p bootstrap.Principal) err
 	return matchPod(&pod, p)
 }
 
-// matchPod compares a live pod with the binding of a token.
+// matchPod compares a live pod with the binding of a token, and requires it to run: scheduled to
+// a node, not finished (Succeeded or Failed) and not being deleted. A Pending pod on a node
+// passes: the kubelet reports Running only after its containers started, and a proxy bootstraps
+// the moment it starts.
 func matchPod(pod *corev1.Pod, p bootstrap.Principal) error {
 	if pod.UID != types.UID(p.PodUID) {
 		return fmt.Errorf("%w: pod %s/%s has UID %s, the token is bound to %s",
@@ -36,6 +40,14 @@ func matchPod(pod *corev1.Pod, p bootstrap.Principal) error {
 	if pod.Spec.ServiceAccountName != p.ServiceAccount {
 		return fmt.Errorf("%w: pod %s/%s runs as ServiceAccount %q, the token is of %q",
 			bootstrap.ErrPodMismatch, pod.Namespace, pod.Name, pod.Spec.ServiceAccountName, p.ServiceAccount)
+	}
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return fmt.Errorf("%w: pod %s/%s is terminating", bootstrap.ErrPodMismatch, pod.Namespace, pod.Name)
+	case pod.Spec.NodeName == "":
+		return fmt.Errorf("%w: pod %s/%s is not scheduled to a node", bootstrap.ErrPodMismatch, pod.Namespace, pod.Name)
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return fmt.Errorf("%w: pod %s/%s has finished (phase %s)", bootstrap.ErrPodMismatch, pod.Namespace, pod.Name, pod.Status.Phase)
 	}
 	return nil
 }

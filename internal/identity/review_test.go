@@ -61,7 +61,8 @@ var (
 	boundExtra = map[string]authnv1.ExtraValue{extraPodName: {"gw-0"}, extraPodUID: {"uid-1"}}
 	livePod    = &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "gw-0", UID: "uid-1"},
-		Spec:       corev1.PodSpec{ServiceAccountName: "gw-coxswain"},
+		Spec:       corev1.PodSpec{ServiceAccountName: "gw-coxswain", NodeName: "node-a"},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
 	}
 	podResource = schema.GroupResource{Resource: "pods"}
 	reviewRes   = schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}
@@ -142,6 +143,36 @@ func TestAuthenticateDecisions(t *testing.T) {
 			fakeReviews{status: reviewOf(proxyUser, boundExtra)},
 			fakePods{pod: withSA(livePod, "default")},
 			bootstrap.ErrPodMismatch,
+		},
+		{
+			"a token bound to no pod is refused",
+			fakeReviews{status: reviewOf(proxyUser, nil)},
+			fakePods{},
+			bootstrap.ErrPodMismatch,
+		},
+		{
+			"a token of a pod being deleted is refused",
+			fakeReviews{status: reviewOf(proxyUser, boundExtra)},
+			fakePods{pod: func() *corev1.Pod { p := livePod.DeepCopy(); p.DeletionTimestamp = &metav1.Time{}; return p }()},
+			bootstrap.ErrPodMismatch,
+		},
+		{
+			"a token of a pod that failed is refused",
+			fakeReviews{status: reviewOf(proxyUser, boundExtra)},
+			fakePods{pod: func() *corev1.Pod { p := livePod.DeepCopy(); p.Status.Phase = corev1.PodFailed; return p }()},
+			bootstrap.ErrPodMismatch,
+		},
+		{
+			"a token of a pod no node was given is refused",
+			fakeReviews{status: reviewOf(proxyUser, boundExtra)},
+			fakePods{pod: func() *corev1.Pod { p := livePod.DeepCopy(); p.Spec.NodeName = ""; return p }()},
+			bootstrap.ErrPodMismatch,
+		},
+		{
+			"a token of a pending pod on a node passes",
+			fakeReviews{status: reviewOf(proxyUser, boundExtra)},
+			fakePods{pod: func() *corev1.Pod { p := livePod.DeepCopy(); p.Status.Phase = corev1.PodPending; return p }()},
+			nil,
 		},
 		{
 			"a pod lookup the API server cannot answer is unavailable",

@@ -40,6 +40,7 @@ func overlayDiscovery(s *Settings, d *v1alpha1.DiscoverySpec) {
 	setIf(&s.Port, d.Port)
 	setIf(&s.BootstrapPort, d.BootstrapPort)
 	setIf(&s.MaxStreamsPerIdentity, d.MaxStreamsPerIdentity)
+	setIf(&s.AllowUnboundTokens, d.AllowUnboundTokens)
 }
 
 func overlayProxy(s *Settings, p *v1alpha1.ProxyDefaults) {

@@ -48,6 +48,8 @@ type Settings struct {
 	MaxStreamsPerIdentity int32
 	// DistrustedRoots are SHA-256 fingerprints (lowercase hex) of CA roots trusted no more.
 	DistrustedRoots []string
+	// AllowUnboundTokens lets bootstrap tokens bound to no pod obtain an SVID.
+	AllowUnboundTokens bool
 	ProxyImage      string
 	ProxyReplicas   int32
 	ProxyResources  corev1.ResourceRequirements

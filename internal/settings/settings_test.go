@@ -155,6 +155,16 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("Resolve() error = %v, want ErrInvalid naming discovery.bootstrapPort", err)
 		}
 	})
+	t.Run("tokens bound to no pod are refused unless the CoxswainConfig allows them", func(t *testing.T) {
+		t.Parallel()
+		if base.AllowUnboundTokens {
+			t.Fatal("unbound tokens are allowed by default")
+		}
+		got, err := Resolve(base, &v1alpha1.CoxswainConfigSpec{Discovery: &v1alpha1.DiscoverySpec{AllowUnboundTokens: ptr.To(true)}})
+		if err != nil || !got.AllowUnboundTokens {
+			t.Fatalf("Resolve() = %t, %v; want unbound tokens allowed", got.AllowUnboundTokens, err)
+		}
+	})
 	t.Run("an empty spec gives the base", func(t *testing.T) {
 		t.Parallel()
 		got, err := Resolve(base, &v1alpha1.CoxswainConfigSpec{})

@@ -105,15 +105,30 @@ func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
 }
 
 // ServiceAccountToken creates ServiceAccount namespace/name unless it exists and returns a
-// token for it with the discovery audience, as the kubelet would project it.
+// token for it with the discovery audience, as the kubelet would project it: bound to a pod of
+// that ServiceAccount on a node (a pod object no kubelet runs; the proxy runs as a process).
 func (c *Cluster) ServiceAccountToken(ctx context.Context, namespace, name string) (string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	if err := c.ensure(ctx, sa); err != nil {
 		return "", err
 	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name + "-e2e"},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: name, NodeName: "e2e-node", AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "proxy", Image: "coxswain.dev/coxswain-proxy:e2e"}},
+		},
+	}
+	if err := c.ensure(ctx, pod); err != nil {
+		return "", err
+	}
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		return "", fmt.Errorf("read pod %s/%s: %w", namespace, pod.Name, err)
+	}
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		Audiences:         []string{wellknown.TokenAudience},
 		ExpirationSeconds: ptr.To[int64](3600),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
 	if err := c.Client.SubResource("token").Create(ctx, sa, req); err != nil {
 		return "", fmt.Errorf("request token for %s/%s: %w", namespace, name, err)

@@ -15,7 +15,8 @@ var (
 	// ErrUnauthenticated: the token is garbage, expired, of the wrong audience, or not a
 	// ServiceAccount token.
 	ErrUnauthenticated = errors.New("bootstrap: token not authenticated")
-	// ErrPodMismatch: the token is bound to a pod that no longer exists or has another UID.
+	// ErrPodMismatch: the token is bound to no pod, or to a pod that no longer exists, has
+	// another UID or does not run.
 	ErrPodMismatch = errors.New("bootstrap: token not bound to a live pod")
 	// ErrUnavailable: the token could not be reviewed now (API server unreachable, throttled).
 	ErrUnavailable = errors.New("bootstrap: token review unavailable")
