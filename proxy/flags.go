@@ -64,6 +64,7 @@ type limits struct {
 	upstreamPendingTimeout time.Duration
 	upstreamClientShare    int
 	maxBufferedBodyBytes   int64
+	maxRequestsPerConn     int
 }
 
 // register adds the limit flags to fs, with the data plane's defaults.
@@ -98,6 +99,8 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"Percentage of an endpoint's places one client address may hold or wait for; beyond it 503 at once.")
 	fs.Int64Var(&l.maxBufferedBodyBytes, "max-buffered-body-bytes", forward.DefaultMaxBufferedBodyBytes,
 		"Memory for request bodies held for retries and mirrors, the whole proxy together; a body beyond it is sent once, not mirrored.")
+	fs.IntVar(&l.maxRequestsPerConn, "max-requests-per-connection", forward.DefaultMaxRequestsPerConnection,
+		"Requests one client connection may make; the last response closes it (HTTP/2 GOAWAY).")
 }
 
 // check refuses limits that would disable a protection.
@@ -110,6 +113,7 @@ func (l *limits) check() error {
 		"--backend-idle-timeout": int64(l.backendIdleTimeout), "--tunnel-idle-timeout": int64(l.tunnelIdleTimeout),
 		"--upstream-max-connections": int64(l.upstreamMaxConns), "--upstream-max-pending": int64(l.upstreamMaxPending),
 		"--upstream-pending-timeout": int64(l.upstreamPendingTimeout), "--max-buffered-body-bytes": l.maxBufferedBodyBytes,
+		"--max-requests-per-connection": int64(l.maxRequestsPerConn),
 	} {
 		if v <= 0 {
 			return fmt.Errorf("%s must be positive", name)

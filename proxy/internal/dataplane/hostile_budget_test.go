@@ -327,3 +327,99 @@ func TestMirroredUpgradeIsNotMirrored(t *testing.T) {
 		t.Errorf("the mirror received %d copies of an upgrade, want none", n)
 	}
 }
+
+// awaitGoAway reads frames until a GOAWAY (true) or until the connection fails or 5s pass
+// (false), acknowledging SETTINGS and PINGs.
+func (h *h2Conn) awaitGoAway() bool {
+	h.t.Helper()
+	_ = h.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			h.t.Logf("read frame: %v", err)
+			return false
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			h.t.Logf("GOAWAY %v after stream %d", f.ErrCode, f.LastStreamID)
+			return true
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = h.fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				_ = h.fr.WritePing(true, f.Data)
+			}
+		}
+	}
+}
+
+// Tests that rapid reset is answered with GOAWAY and that few of its requests reach the
+// backend: 10,000 HEADERS+RST_STREAM pairs on one connection draw a GOAWAY, fewer than 100
+// requests reach the backend, the connection is counted, and other clients stay served.
+func TestRapidResetDrawsGoAway(t *testing.T) {
+	t.Parallel()
+	app, n := backend(t, "app")
+	reg := prometheus.NewRegistry()
+	d := start(t, dataplane.Options{Registerer: reg})
+	proxy := routeAll(t, d, hostPort(app))
+	h := dialH2(t, proxy)
+	block := h.headerBlock(get("x", "/reset")...)
+	for i := range uint32(10000) {
+		id := 2*i + 1
+		if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: true, EndHeaders: true}); err != nil {
+			break
+		}
+		if err := h.fr.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+			break
+		}
+	}
+	if !h.awaitGoAway() {
+		t.Error("10,000 HEADERS+RST_STREAM pairs drew no GOAWAY")
+	}
+	t.Logf("%d requests reached the backend", n.Load())
+	if got := n.Load(); got >= 100 {
+		t.Errorf("%d of 10,000 reset requests reached the backend, want fewer than 100", got)
+	}
+	if got := metricValue(t, reg, "coxswain_proxy_closed_connections_total", "rapid_reset"); got != 1 {
+		t.Errorf("closed_connections_total{reason=rapid_reset} = %v, want 1", got)
+	}
+	if r := do(t, client(proxy), "GET", "http://x/probe"); r.status != 200 {
+		t.Errorf("another client after the rapid reset got %d", r.status)
+	}
+}
+
+// Tests that a connection serves at most MaxRequestsPerConnection requests: over HTTP/1.1 the
+// last one says Connection: close, over HTTP/2 it is followed by GOAWAY.
+func TestRequestsPerConnectionAreCapped(t *testing.T) {
+	t.Parallel()
+	app, _ := backend(t, "app")
+	reg := prometheus.NewRegistry()
+	d := start(t, dataplane.Options{Registerer: reg, Forward: forward.Options{MaxRequestsPerConnection: 3}})
+	proxy := routeAll(t, d, hostPort(app))
+	c, br := rawConn(t, proxy)
+	for i := range 3 {
+		resp, _ := roundTrip(t, c, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp.StatusCode != 200 || resp.Close != (i == 2) {
+			t.Errorf("HTTP/1.1 request %d: status %d, Connection: close %v; want 200, close only on the third", i+1, resp.StatusCode, resp.Close)
+		}
+	}
+	h := dialH2(t, proxy)
+	for i := range uint32(3) {
+		h.request(2*i+1, true, get("x", "/")...)
+		got := h.await(2*i + 1)
+		if got.goAway != (i == 2) {
+			t.Errorf("HTTP/2 request %d: GOAWAY %v, want one only with the third", i+1, got.goAway)
+		}
+		if got.goAway {
+			got = h.await(2*i + 1) // the response follows the GOAWAY that announced it last
+		}
+		if got.status != 200 {
+			t.Errorf("HTTP/2 request %d: status %d, want 200", i+1, got.status)
+		}
+	}
+	if got := metricValue(t, reg, "coxswain_proxy_closed_connections_total", "max_requests"); got != 2 {
+		t.Errorf("closed_connections_total{reason=max_requests} = %v, want 2", got)
+	}
+}

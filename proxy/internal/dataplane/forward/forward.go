@@ -28,6 +28,10 @@ var errRetry = errors.New("request was written once; not retried")
 // status the client gets.
 func (h *Handler) forward(x *exchange) int {
 	r := x.route
+	if x.r.Context().Err() != nil { // reset before it was forwarded
+		x.reason = reasonClientClosed
+		return statusClientClosed
+	}
 	if !announcedTrailers(x.r, r) {
 		return x.refuse(http.StatusBadRequest, reasonManagedTrailer)
 	}

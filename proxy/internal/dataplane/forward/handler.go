@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,9 @@ type Options struct {
 	// MaxRequestBodySize bounds a request body; 413 beyond it. Zero or negative is no bound:
 	// bodies stream, so their size costs no memory.
 	MaxRequestBodySize int64
+	// MaxRequestsPerConnection bounds the requests of one downstream connection; the last
+	// one's response closes it. DefaultMaxRequestsPerConnection when zero.
+	MaxRequestsPerConnection int
 	// MaxHeaderCount bounds the header fields of a request; 431 beyond it. 100 when zero.
 	MaxHeaderCount int
 	// MaxHeaderBytes bounds the size of a request's header fields; 431 beyond it. 32 KiB when
@@ -62,12 +66,14 @@ type Options struct {
 
 // Defaults of the request limits, which the proxy's flags show.
 const (
-	DefaultMaxHeaderCount     = 100
-	DefaultMaxHeaderBytes     = 32 << 10
-	DefaultBodyReadTimeout    = 60 * time.Second
-	DefaultSendTimeout        = 60 * time.Second
-	DefaultBackendIdleTimeout = 60 * time.Second
-	DefaultTunnelIdleTimeout  = 5 * time.Minute
+	DefaultMaxHeaderCount = 100
+	// DefaultMaxRequestsPerConnection is the requests one downstream connection may make.
+	DefaultMaxRequestsPerConnection = 10000
+	DefaultMaxHeaderBytes           = 32 << 10
+	DefaultBodyReadTimeout          = 60 * time.Second
+	DefaultSendTimeout              = 60 * time.Second
+	DefaultBackendIdleTimeout       = 60 * time.Second
+	DefaultTunnelIdleTimeout        = 5 * time.Minute
 	// DefaultMaxBufferedBodyBytes is the proxy-wide memory for buffered retry and mirror
 	// bodies: 512 retried 64 KiB bodies at once.
 	DefaultMaxBufferedBodyBytes = 32 << 20
@@ -80,6 +86,7 @@ func (o *Options) defaults() {
 	setDefault(&o.MaxRetryBodySize, DefaultMaxRetryBodySize)
 	setDefault(&o.MaxBufferedBodyBytes, DefaultMaxBufferedBodyBytes)
 	setDefault(&o.MaxHeaderCount, DefaultMaxHeaderCount)
+	setDefault(&o.MaxRequestsPerConnection, DefaultMaxRequestsPerConnection)
 	setDefault(&o.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	setDefault(&o.BodyReadTimeout, DefaultBodyReadTimeout)
 	setDefault(&o.SendTimeout, DefaultSendTimeout)
@@ -170,7 +177,18 @@ func (h *Handler) HTTP(l *Listener) http.Handler {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
 	x := exchange{h: h, w: w, r: r, listener: l, state: h.state.Load(), start: time.Now()}
 	x.rc = http.NewResponseController(w)
-	status := h.answer(&x)
+	c := connectionOf(r)
+	var status int
+	if c != nil && c.flooded.Load() {
+		// The connection was told to go away for resetting its streams: what it still sends
+		// is not forwarded.
+		w.Header()[headerConnection] = []string{"close"}
+		status = x.refuse(http.StatusServiceUnavailable, reasonRapidReset)
+	} else {
+		h.countRequest(c, w)
+		status = h.answer(&x)
+		h.countReset(c, &x)
+	}
 	h.record(&x, status)
 	if x.abort {
 		// The response cannot be completed faithfully: reset the stream, or close the
@@ -271,3 +289,62 @@ func (h *Handler) BufferedBodyBytes() float64 { return float64(h.budget.used.Loa
 
 func (h *Handler) buffer() *[]byte   { return h.bufs.Get().(*[]byte) }
 func (h *Handler) release(b *[]byte) { h.bufs.Put(b) }
+
+// Rapid reset (CVE-2023-44487): a connection whose client reset at least resetFloodMin of its
+// streams before their response, and most of them, is told to go away (HTTP/2 GOAWAY, or
+// Connection: close) and nothing more of it is forwarded.
+const resetFloodMin = 32
+
+const reasonRapidReset = "rapid_reset"
+
+// connection is what the handler counts of one downstream connection.
+type connection struct {
+	requests atomic.Int64
+	resets   atomic.Int64
+	flooded  atomic.Bool
+}
+
+type connectionKey struct{}
+
+// WithConnection returns the context of a new downstream connection (http.Server.ConnContext),
+// in which the handler counts the connection's requests and early resets.
+func WithConnection(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connectionKey{}, &connection{})
+}
+
+func connectionOf(r *http.Request) *connection {
+	c, _ := r.Context().Value(connectionKey{}).(*connection)
+	return c
+}
+
+// countRequest counts one more request of c; the request that reaches
+// MaxRequestsPerConnection, and any after it, closes the connection after its response.
+func (h *Handler) countRequest(c *connection, w http.ResponseWriter) {
+	if c == nil {
+		return
+	}
+	n := c.requests.Add(1)
+	if n < int64(h.opts.MaxRequestsPerConnection) {
+		return
+	}
+	w.Header()[headerConnection] = []string{"close"}
+	if n == int64(h.opts.MaxRequestsPerConnection) {
+		h.opts.Metrics.ConnectionClosed("max_requests")
+	}
+}
+
+// countReset counts a request whose client went away before any response, and tells the
+// connection to go away once such requests are most of its requests.
+func (h *Handler) countReset(c *connection, x *exchange) {
+	if c == nil || x.wrote || x.r.Context().Err() == nil {
+		return
+	}
+	resets := c.resets.Add(1)
+	if resets < resetFloodMin || 2*resets < c.requests.Load() {
+		return
+	}
+	x.w.Header()[headerConnection] = []string{"close"} // sent with the reset stream's header: GOAWAY
+	if c.flooded.CompareAndSwap(false, true) {
+		h.opts.Metrics.ConnectionClosed(reasonRapidReset)
+	}
+}

@@ -72,7 +72,8 @@ func (m *Manager) httpServer(l *forward.Listener, protocol router.Protocol) *htt
 			// A connection whose peer takes no bytes for this long is closed.
 			WriteByteTimeout: o.SendTimeout,
 		},
-		ErrorLog: log.New(io.Discard, "", 0),
+		ErrorLog:    log.New(io.Discard, "", 0),
+		ConnContext: forward.WithConnection,
 	}
 	if protocol == router.HTTPS {
 		srv.TLSConfig = tlsConfig(m.handler, l.Port)

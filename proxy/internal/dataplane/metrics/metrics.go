@@ -20,6 +20,7 @@ type Metrics struct {
 	connsRefused   prometheus.Counter
 	retries        *prometheus.CounterVec
 	bufferRefused  *prometheus.CounterVec
+	connsClosed    *prometheus.CounterVec
 	unmatched      *RouteCounters
 }
 
@@ -61,11 +62,15 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 		Name: "coxswain_proxy_body_buffer_refused_total",
 		Help: "Request bodies the proxy-wide buffer budget could not hold, by use: retry (the request was forwarded once), mirror (it was not mirrored).",
 	}, []string{"use"})
+	m.connsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coxswain_proxy_closed_connections_total",
+		Help: "Downstream connections the proxy told to go away, by reason: rapid_reset (most of its streams were reset before their response), max_requests (it made --max-requests-per-connection requests), overload (the proxy is over its memory watermark).",
+	}, []string{"reason"})
 	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "coxswain_proxy_active_connections",
 		Help: "Open downstream connections.",
 	}, connections)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.retries, m.bufferRefused, active} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.retries, m.bufferRefused, m.connsClosed, active} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register data plane metrics: %w", err)
 		}
@@ -86,6 +91,13 @@ func (m *Metrics) Retry(cluster, outcome string) {
 func (m *Metrics) BodyBufferRefused(use string) {
 	if m != nil {
 		m.bufferRefused.WithLabelValues(use).Inc()
+	}
+}
+
+// ConnectionClosed counts a downstream connection told to go away for reason.
+func (m *Metrics) ConnectionClosed(reason string) {
+	if m != nil {
+		m.connsClosed.WithLabelValues(reason).Inc()
 	}
 }
 
