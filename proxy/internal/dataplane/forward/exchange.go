@@ -23,11 +23,16 @@ type exchange struct {
 	state    *State
 	route    *router.Route
 	start    time.Time
-	// host is the normalized host the request was routed by; path is the normalized target
-	// path, escaped as it is forwarded, and matchPath its decoded form the routes match.
+	// host is the normalized host the request was routed by; path is the target path in the
+	// router's form (see router.CleanPath), which the routes match and the backend receives;
+	// matchPath is the same path, named for the matching.
 	host, path, matchPath string
-	query                 url.Values
-	upstream              string
+	// port and vhost are what the request's host selects, once looked up (looked).
+	port     *router.Port
+	vhost    *router.VirtualHost
+	looked   bool
+	query    url.Values
+	upstream string
 	// reason says why the proxy, not the backend, chose the status: a refused request, a
 	// breached limit, a failed exchange. Empty when the backend answered.
 	reason string
@@ -69,22 +74,38 @@ func (r *routed) Query(name string) (string, bool) {
 // no route, when the request's host selects another virtual host than the handshake's server
 // name does (see misdirected).
 func (x *exchange) match() (route *router.Route, misdirected bool) {
-	if x.state == nil {
+	vh := x.virtualHost()
+	if vh == nil {
 		return nil, false
+	}
+	if x.misdirected(x.port, vh) {
+		return nil, true
+	}
+	if x.port.ClientValidation(vh) != nil {
+		dropClientCertHeaders(x.r.Header)
+	}
+	return vh.Match(x.host, x.r.Method, x.matchPath, (*routed)(x)), false
+}
+
+// virtualHost returns the virtual host the request's host selects on its port, or nil, and
+// sets host to the normalized host.
+func (x *exchange) virtualHost() *router.VirtualHost {
+	if x.looked {
+		return x.vhost
+	}
+	x.looked = true
+	if x.state == nil {
+		return nil
 	}
 	p, ok := x.state.Table.Port(x.listener.Port)
 	if !ok {
-		return nil, false
+		return nil
 	}
 	x.host = router.NormalizeHost(x.r.Host)
-	vh, ok := p.VirtualHost(x.host)
-	if !ok {
-		return nil, false
+	if vh, ok := p.VirtualHost(x.host); ok {
+		x.port, x.vhost = p, vh
 	}
-	if x.misdirected(p, vh) {
-		return nil, true
-	}
-	return vh.Match(x.host, x.r.Method, x.matchPath, (*routed)(x)), false
+	return x.vhost
 }
 
 // misdirected says whether a request that selects vh arrived on a TLS connection negotiated for
@@ -182,7 +203,7 @@ func (x *exchange) redirect(rd *router.Redirect) int {
 	if rd.Path == nil {
 		b.WriteString(x.path)
 	} else {
-		b.WriteString(escapePath(rd.Path.ReplacePath(x.route, x.matchPath)))
+		b.WriteString(escapePath(rd.Path.ReplacePath(x.route, x.path)))
 	}
 	if q := x.r.URL.RawQuery; q != "" {
 		b.WriteByte('?')
@@ -208,7 +229,9 @@ func (x *exchange) entry(status int, elapsed time.Duration) accesslog.Entry {
 	return e
 }
 
-func escapePath(p string) string { return (&url.URL{Path: p}).EscapedPath() }
+// escapePath returns a path in the router's form as it is sent: escaped already, so only
+// bytes a path may not hold are encoded (see router.EscapePath), never an escape it has.
+func escapePath(p string) string { return router.EscapePath(p) }
 
 // defaultPort says whether a Location may omit port for scheme.
 func defaultPort(scheme string, port uint32) bool {

@@ -38,6 +38,30 @@ var hopByHop = map[string]bool{
 	"Http2-Settings":      true,
 }
 
+// clientCertHeader says whether the canonical field name is one through which proxies pass
+// a client's certificate to backends: X-Forwarded-Client-Cert (Envoy), Client-Cert and
+// Client-Cert-Chain (RFC 9440), X-SSL-Client-* (nginx, HAProxy), X-Client-Cert* and
+// X-ARR-ClientCert (IIS). The proxy sends none of them: a backend may only ever see them
+// forged.
+func clientCertHeader(name string) bool {
+	switch name {
+	case "X-Forwarded-Client-Cert", "Client-Cert", "Client-Cert-Chain", "X-Arr-Clientcert":
+		return true
+	}
+	return strings.HasPrefix(name, "X-Ssl-Client") || strings.HasPrefix(name, "X-Client-Cert")
+}
+
+// dropClientCertHeaders removes from h every field that claims a client certificate (see
+// clientCertHeader); on a listener that validates client certificates a backend could take
+// them for the proxy's word.
+func dropClientCertHeaders(h http.Header) {
+	for name := range h {
+		if clientCertHeader(name) {
+			delete(h, name)
+		}
+	}
+}
+
 // connectionTokens returns the canonical names a Connection header lists, nil for none.
 func connectionTokens(h http.Header) map[string]bool {
 	vs := h[headerConnection]
@@ -84,11 +108,13 @@ func modifyHeaders(h http.Header, m *router.HeaderModifier) {
 	}
 }
 
-// managed says whether the proxy sets or strips the field on this route, so that a client may
-// not announce it as a trailer, where it would escape the proxy's handling.
+// managed says whether the proxy sets or strips the field on this route (or on any listener,
+// for the client certificate fields), so that a client may not announce it as a trailer,
+// where it would escape the proxy's handling.
 func managed(r *router.Route, name string) bool {
 	name = textproto.CanonicalMIMEHeaderKey(name)
-	if hopByHop[name] || name == headerXForwardedFor || name == headerXForwardedProto || !httpguts.ValidTrailerHeader(name) {
+	if hopByHop[name] || name == headerXForwardedFor || name == headerXForwardedProto || clientCertHeader(name) ||
+		!httpguts.ValidTrailerHeader(name) {
 		return true
 	}
 	if modifies(r.RequestHeaders, name) {
@@ -160,6 +186,14 @@ func isWebSocket(r *http.Request) bool {
 	}
 	return httpguts.HeaderValuesContainsToken(r.Header[headerConnection], "upgrade") &&
 		httpguts.HeaderValuesContainsToken(r.Header[headerUpgrade], "websocket")
+}
+
+// upgradesToWebSocket says whether a 101 switches to WebSocket, the one protocol the proxy
+// asks for: its Upgrade names websocket alone and its Connection names upgrade (RFC 6455 4.1).
+func upgradesToWebSocket(resp *http.Response) bool {
+	vs := resp.Header[headerUpgrade]
+	return len(vs) == 1 && strings.EqualFold(textproto.TrimString(vs[0]), "websocket") &&
+		httpguts.HeaderValuesContainsToken(resp.Header[headerConnection], "upgrade")
 }
 
 // forwardedFor returns the X-Forwarded-For value to send: every value the request brought,

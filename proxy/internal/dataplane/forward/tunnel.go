@@ -12,12 +12,18 @@ import (
 )
 
 // tunnel takes over the client connection once the backend accepted a WebSocket upgrade with
-// 101: the 101 goes to the client, and from then on bytes flow both ways untouched until either
+// a 101 that switches to websocket (any other 101 is a 502): the 101 goes to the client, and from then on bytes flow both ways untouched until either
 // side closes, neither sends anything for TunnelIdleTimeout, the tunnel's route or port leaves
 // the routing table, or the data plane shuts down. The status recorded is 101.
 func (h *Handler) tunnel(x *exchange, b *router.Backend, resp *http.Response) int {
 	up, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok {
+		return x.refuse(http.StatusBadGateway, reasonUpstreamError)
+	}
+	if !upgradesToWebSocket(resp) {
+		// A backend that switches to another protocol than the one asked for would get a
+		// tunnel the client never agreed to.
+		_ = up.Close()
 		return x.refuse(http.StatusBadGateway, reasonUpstreamError)
 	}
 	if !h.track() {
@@ -42,7 +48,7 @@ func (h *Handler) tunnel(x *exchange, b *router.Backend, resp *http.Response) in
 		}
 	}
 	hdr[headerConnection] = []string{"Upgrade"}
-	hdr[headerUpgrade] = resp.Header[headerUpgrade]
+	hdr[headerUpgrade] = []string{"websocket"}
 	_ = down.SetDeadline(time.Now().Add(h.opts.SendTimeout))
 	_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
 	_ = hdr.Write(rw)

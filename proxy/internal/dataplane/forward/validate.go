@@ -2,11 +2,13 @@ package forward
 
 import (
 	"net/http"
-	"net/url"
+	"net/netip"
 	"strconv"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
 // Reasons the proxy gives in the access log and the refusal metric.
@@ -16,6 +18,8 @@ const (
 	reasonUserinfo         = "userinfo_in_target"
 	reasonBadHost          = "bad_host"
 	reasonBadPath          = "bad_path"
+	reasonAmbiguousPath    = "ambiguous_path"
+	reasonBadScheme        = "bad_scheme"
 	reasonMisdirected      = "misdirected_request"
 	reasonContentLength    = "content_length_mismatch"
 	reasonHeaderCount      = "too_many_headers"
@@ -42,7 +46,7 @@ const (
 const statusClientClosed = 499
 
 // validate checks what the HTTP engine leaves to the application and returns the refusal
-// status and reason, or 0. It also normalizes the target path.
+// status and reason, or 0. It also normalizes the target (see checkTarget).
 func (x *exchange) validate() (int, string) {
 	r := x.r
 	switch {
@@ -55,7 +59,10 @@ func (x *exchange) validate() (int, string) {
 		return http.StatusMethodNotAllowed, reasonMethodNotAllowed
 	case r.URL.User != nil:
 		return http.StatusBadRequest, reasonUserinfo
-	case r.Host == "" || strings.ContainsAny(r.Host, "@ \t"):
+	case r.URL.Scheme != "" && r.URL.Scheme != "http" && r.URL.Scheme != "https":
+		// An absolute-form target names the scheme; the proxy forwards HTTP alone.
+		return http.StatusBadRequest, reasonBadScheme
+	case !validHost(r.Host):
 		return http.StatusBadRequest, reasonBadHost
 	}
 	if status, reason := x.checkHeaders(); status != 0 {
@@ -70,12 +77,141 @@ func (x *exchange) validate() (int, string) {
 		// Refused before the body is read, so no 100 Continue went out.
 		return http.StatusRequestEntityTooLarge, reasonBodyTooLarge
 	}
+	return x.checkTarget()
+}
+
+// checkTarget puts the request target in the one form that routing and forwarding share
+// (docs/paths.md): the path in the router's form, the query percent-encoded where RFC 3986
+// does not allow its bytes, and the Upgrade of a WebSocket request reduced to websocket. It
+// refuses a path whose encoded separators or ';' parameters would make a backend that reads
+// them so resolve or route it otherwise than the proxy did.
+func (x *exchange) checkTarget() (int, string) {
+	u := x.r.URL
 	var ok bool
-	if x.path, x.matchPath, ok = cleanPath(r.URL.EscapedPath()); !ok {
+	if x.path, ok = router.CleanPath(u.EscapedPath()); !ok || u.Opaque != "" {
 		return http.StatusBadRequest, reasonBadPath
+	}
+	x.matchPath = x.path
+	if reading, ambiguous, ok := router.SeparatorReading(x.path); !ok || ambiguous && !x.routesAlike(reading) {
+		return http.StatusBadRequest, reasonAmbiguousPath
+	}
+	u.RawQuery = escapeQuery(u.RawQuery)
+	if isWebSocket(x.r) {
+		x.r.Header[headerUpgrade] = []string{"websocket"}
 	}
 	return 0, ""
 }
+
+// routesAlike says whether reading, another reading of the request's path, selects the route
+// the path does.
+func (x *exchange) routesAlike(reading string) bool {
+	vh := x.virtualHost()
+	if vh == nil {
+		return true
+	}
+	return vh.Match(x.host, x.r.Method, x.path, (*routed)(x)) == vh.Match(x.host, x.r.Method, reading, (*routed)(x))
+}
+
+// validHost accepts a Host (or :authority) of RFC 3986's authority grammar without userinfo:
+// a host name or IPv4 address, or an IPv6 literal in brackets, either with a port of digits
+// once at most.
+func validHost(h string) bool {
+	var port string
+	hasPort := false
+	if strings.HasPrefix(h, "[") {
+		end := strings.IndexByte(h, ']')
+		if end < 0 {
+			return false
+		}
+		if ip, err := netip.ParseAddr(h[1:end]); err != nil || !ip.Is6() || ip.Zone() != "" {
+			return false
+		}
+		if rest := h[end+1:]; rest != "" {
+			if port, hasPort = strings.CutPrefix(rest, ":"); !hasPort {
+				return false
+			}
+		}
+	} else {
+		var host string
+		host, port, hasPort = strings.Cut(h, ":")
+		if host == "" || !regName(host) {
+			return false
+		}
+	}
+	return !hasPort || validPort(port)
+}
+
+// regName says whether host holds only the bytes of a reg-name or IPv4 address: unreserved,
+// sub-delims and escapes.
+func regName(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; !isAlnum(c) && strings.IndexByte("-._~!$&'()*+,;=%", c) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validPort accepts up to five digits, or none (RFC 3986 allows an empty port).
+func validPort(port string) bool {
+	if len(port) > 5 {
+		return false
+	}
+	for i := 0; i < len(port); i++ {
+		if port[i] < '0' || port[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// escapeQuery percent-encodes every byte of a raw query that RFC 3986 3.4 does not allow
+// there (spaces, controls, bytes of 0x80 and above, '"', '<', '>', '\', '^', '`', '{', '|',
+// '}', '[', ']', '#' and a '%' that starts no escape), so that it cannot split the request line
+// upstream and every reader of it takes the same query. Escapes it holds are kept as they are.
+func escapeQuery(q string) string {
+	i := 0
+	for i < len(q) && queryByte(q, i) {
+		i++
+	}
+	if i == len(q) {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	b.WriteString(q[:i])
+	for ; i < len(q); i++ {
+		if queryByte(q, i) {
+			b.WriteByte(q[i])
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(upperHex[q[i]>>4])
+		b.WriteByte(upperHex[q[i]&15])
+	}
+	return b.String()
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// queryByte says whether q[i] may stand as it is in a query: a pchar, '/', '?', or the '%' of
+// a well-formed escape.
+func queryByte(q string, i int) bool {
+	c := q[i]
+	switch {
+	case isAlnum(c):
+		return true
+	case c == '%':
+		return i+2 < len(q) && isHex(q[i+1]) && isHex(q[i+2])
+	}
+	return strings.IndexByte("-._~!$&'()*+,;=:@/?", c) >= 0
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 // checkHeaders enforces the header count and size limits.
 func (x *exchange) checkHeaders() (int, string) {
@@ -114,112 +250,4 @@ func h2ContentLengthAgrees(r *http.Request) bool {
 		return n == 0
 	}
 	return int64(n) == r.ContentLength
-}
-
-// cleanPath normalizes an escaped origin-form path: percent-encoded unreserved characters are
-// decoded, dot segments removed and repeated slashes merged, so that the path a route matches
-// and the path the backend receives cannot disagree. It returns the escaped path to forward
-// and its decoded form to match, or false for a path that is not one.
-func cleanPath(p string) (escaped, decoded string, ok bool) {
-	if p == "" {
-		return "/", "/", true
-	}
-	if p[0] != '/' {
-		return "", "", false
-	}
-	if !strings.Contains(p, "%") && !strings.Contains(p, "/.") && !strings.Contains(p, "//") {
-		return p, p, true
-	}
-	p, ok = decodeUnreserved(p)
-	if !ok {
-		return "", "", false
-	}
-	p = removeDotSegments(p)
-	d, err := pathUnescape(p)
-	if err != nil {
-		return "", "", false
-	}
-	return p, d, true
-}
-
-// decodeUnreserved decodes %XX escapes of unreserved characters (RFC 3986 6.2.2.2) and
-// upper-cases the hex digits of the others; it fails on a malformed escape.
-func decodeUnreserved(p string) (string, bool) {
-	if !strings.Contains(p, "%") {
-		return p, true
-	}
-	var b strings.Builder
-	b.Grow(len(p))
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if c != '%' {
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
-			return "", false
-		}
-		v := unhex(p[i+1])<<4 | unhex(p[i+2])
-		if isUnreserved(v) {
-			b.WriteByte(v)
-		} else {
-			b.WriteByte('%')
-			b.WriteString(strings.ToUpper(p[i+1 : i+3]))
-		}
-		i += 2
-	}
-	return b.String(), true
-}
-
-// removeDotSegments applies RFC 3986 5.2.4 to an absolute path and merges repeated slashes.
-func removeDotSegments(p string) string {
-	segs := strings.Split(p[1:], "/")
-	out := make([]string, 0, len(segs))
-	for i, s := range segs {
-		last := i == len(segs)-1
-		switch s {
-		case ".":
-			if last {
-				out = append(out, "")
-			}
-		case "..":
-			if len(out) > 0 {
-				out = out[:len(out)-1]
-			}
-			if last {
-				out = append(out, "")
-			}
-		case "":
-			if last {
-				out = append(out, "")
-			}
-		default:
-			out = append(out, s)
-		}
-	}
-	return "/" + strings.Join(out, "/")
-}
-
-func pathUnescape(p string) (string, error) {
-	if !strings.Contains(p, "%") {
-		return p, nil
-	}
-	return url.PathUnescape(p)
-}
-
-func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
-
-func unhex(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
-	}
-	return c - 'A' + 10
-}
-
-func isUnreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '-' || c == '.' || c == '_' || c == '~'
 }

@@ -122,19 +122,19 @@ func (r *Route) compileRewrite(in *discoveryv1.Rewrite) error {
 	return err
 }
 
-// pathModifier compiles a path replacement; replacing the matched prefix needs a PathPrefix
-// match.
+// pathModifier compiles a path replacement, in the router's form of paths (see CleanPath);
+// replacing the matched prefix needs a PathPrefix match.
 func (r *Route) pathModifier(in *discoveryv1.PathModifier) (*PathModifier, error) {
 	switch k := in.GetKind().(type) {
 	case nil:
 		return nil, nil
 	case *discoveryv1.PathModifier_ReplaceFullPath:
-		return &PathModifier{Full: true, Value: k.ReplaceFullPath}, checkPath(k.ReplaceFullPath)
+		return &PathModifier{Full: true, Value: canonicalValue(k.ReplaceFullPath)}, checkPath(k.ReplaceFullPath)
 	case *discoveryv1.PathModifier_ReplacePrefixMatch:
 		if r.path.kind != MatchPrefix {
 			return nil, fmt.Errorf("%w: prefix replacement without a PathPrefix match", ErrInvalid)
 		}
-		return &PathModifier{Value: k.ReplacePrefixMatch}, checkPath(k.ReplacePrefixMatch)
+		return &PathModifier{Value: canonicalValue(k.ReplacePrefixMatch)}, checkPath(k.ReplacePrefixMatch)
 	}
 	return nil, fmt.Errorf("%w: unknown path modifier", ErrInvalid)
 }

@@ -79,9 +79,12 @@ func compileValue(t discoveryv1.MatchType, name, value string, isPath bool) (val
 	switch {
 	case t == discoveryv1.MatchType_MATCH_TYPE_EXACT || t == discoveryv1.MatchType_MATCH_TYPE_UNSPECIFIED && !isPath:
 		out.kind = MatchExact
+		if isPath {
+			out.value = canonicalValue(value)
+		}
 	case t == discoveryv1.MatchType_MATCH_TYPE_PATH_PREFIX && isPath:
 		out.kind = MatchPrefix
-		out.value = trimSlashes(value)
+		out.value = trimSlashes(canonicalValue(value))
 	case t == discoveryv1.MatchType_MATCH_TYPE_REGULAR_EXPRESSION:
 		return compileRegex(out, value)
 	default:

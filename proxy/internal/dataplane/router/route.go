@@ -117,7 +117,7 @@ type Header struct {
 }
 
 // PathModifier replaces a path. Full replaces the whole path; otherwise Value replaces the
-// prefix the route's PathPrefix match matched.
+// prefix the route's PathPrefix match matched. Value is escaped, in the router's form.
 type PathModifier struct {
 	Full  bool
 	Value string
@@ -182,7 +182,9 @@ func (r *Route) PrefixMatched() (string, bool) {
 	return r.path.value, true
 }
 
-// ReplacePath applies m to path, given the route that matched.
+// ReplacePath applies m to path, given the route that matched. path and the result are in
+// the router's form of paths (see CleanPath): the part of path kept is never decoded, so the
+// result holds no dot segment that path did not.
 func (m *PathModifier) ReplacePath(r *Route, path string) string {
 	if m.Full {
 		return m.Value
