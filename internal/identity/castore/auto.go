@@ -29,9 +29,16 @@ func (s *Store) reconcileAuto(ctx context.Context, cfg sessionConfig, td spiffei
 	if err != nil {
 		return content{}, err
 	}
+	s.raiseTTL(have.maxTTL)
+	have, dropped := withoutDistrustedSuccessor(have, s.opts.Settings.Get().DistrustedRoots)
 	want, changed, err := planAuto(have, s.policy(td), now)
 	if err != nil {
 		return have, fmt.Errorf("%w: %w", ErrCAWrite, err)
+	}
+	want.maxTTL = s.longestTTL()
+	changed = changed || dropped || want.maxTTL != have.maxTTL
+	if dropped {
+		s.log.Info("Dropped distrusted successor CA", "secret", cfg.secret)
 	}
 	if !changed {
 		return have, checkUsable(have.signing, td, now)
@@ -80,7 +87,7 @@ func (s *Store) createAuto(ctx context.Context, cfg sessionConfig, td spiffeid.T
 
 func (s *Store) initialContent(td spiffeid.TrustDomain, now time.Time) (content, error) {
 	s.mu.RLock()
-	c := content{signing: s.signing, next: s.next, nextActiveAt: s.nextActiveAt, retired: s.retired}
+	c := content{signing: s.signing, next: s.next, nextActiveAt: s.nextActiveAt, retired: s.retired, maxTTL: s.maxTTL}
 	s.mu.RUnlock()
 	if usable(c.signing, td, now) {
 		return c, nil
@@ -89,7 +96,7 @@ func (s *Store) initialContent(td spiffeid.TrustDomain, now time.Time) (content,
 	if err != nil {
 		return content{}, fmt.Errorf("generate CA: %w", err)
 	}
-	return content{signing: ca, retired: c.retired}, nil
+	return content{signing: ca, retired: c.retired, maxTTL: c.maxTTL}, nil
 }
 
 // updateAuto writes c over secret, conditional on the resourceVersion it was read at.

@@ -216,3 +216,83 @@ func TestAutoDistrustedRootFailsClosedUntilReplaced(t *testing.T) {
 		t.Fatalf("bundle after the replacement: %v, %v; want only the fresh root", b, err)
 	}
 }
+
+// Tests that a replica restarted after the SVID lifetime was lowered still publishes the
+// successor for the longest lifetime an SVID of the signing root may have: the longest lifetime
+// seen is kept in the CA Secret, not only in memory.
+func TestAutoSuccessorOverlapSurvivesRestart(t *testing.T) {
+	ns := newNamespace(t, "auto-ttl-restart")
+	const lifetime, longTTL, shortTTL = 30 * time.Hour, 4 * time.Hour, time.Hour
+	clk := clocktesting.NewFakeClock(time.Now())
+	first := startStore(t, ns, withClock(clk), withLifetime(lifetime), withSVIDTTL(longTTL))
+	oldCA := first.waitCA(t)
+	eventually(t, wait, "the longest SVID lifetime in the Secret", func() bool {
+		return getSecret(t, ns).Annotations[annMaxSVIDTTL] == longTTL.String()
+	})
+	first.stop()
+
+	h := startStore(t, ns, withClock(clk), withLifetime(lifetime), withSVIDTTL(shortTTL))
+	if ca := h.waitCA(t); !sameCA(ca, oldCA) {
+		t.Fatal("the restarted replica signs with another CA")
+	}
+	clk.SetTime(rotationDue(oldCA).Add(time.Second))
+	h.afterClockMove(t, "a published successor", func() bool {
+		b, _ := h.store.Bundle()
+		return b != nil && b.Len() == 2
+	})
+	h.store.mu.RLock()
+	activeAt := h.store.nextActiveAt
+	h.store.mu.RUnlock()
+	if overlap := activeAt.Sub(clk.Now()); overlap < longTTL-time.Second {
+		t.Fatalf("after a restart the successor signs %s after its publication; SVIDs of the old root live %s", overlap, longTTL)
+	}
+}
+
+// Tests that a distrusted successor is never promoted: it leaves the bundle and the Secret, a
+// fresh successor is prepared in its place, and at the distrusted one's activation time the
+// signing CA keeps signing instead of the store failing closed.
+func TestAutoDistrustedSuccessorIsReplaced(t *testing.T) {
+	ns := newNamespace(t, "auto-distrust-next")
+	const lifetime, ttl = 30 * time.Hour, time.Hour
+	clk := clocktesting.NewFakeClock(time.Now())
+	h := startStore(t, ns, withClock(clk), withLifetime(lifetime), withSVIDTTL(ttl))
+	signing := h.waitCA(t)
+	clk.SetTime(rotationDue(signing).Add(time.Second))
+	var distrustedNext *pki.CA
+	h.afterClockMove(t, "a prepared successor", func() bool {
+		h.store.mu.RLock()
+		defer h.store.mu.RUnlock()
+		distrustedNext = h.store.next
+		return distrustedNext != nil
+	})
+
+	st := h.set.Get()
+	st.DistrustedRoots = []string{Fingerprint(distrustedNext)}
+	h.set.Set(st)
+	var fresh *pki.CA
+	h.afterClockMove(t, "a fresh successor in the Secret", func() bool {
+		c, err := decodeAuto(getSecret(t, ns))
+		if err != nil || c.next == nil || sameCA(c.next, distrustedNext) {
+			return false
+		}
+		fresh = c.next
+		return true
+	})
+	b, err := h.store.Bundle()
+	if err != nil || b.Contains(distrustedNext.Certificate()) {
+		t.Fatalf("bundle %v, %v still holds the distrusted successor", b, err)
+	}
+
+	clk.Step(ttl + time.Second)
+	h.afterClockMove(t, "the fresh successor to sign", func() bool {
+		ca, _, err := h.store.Current()
+		return err == nil && sameCA(ca, fresh)
+	})
+	if c := h.condition(); c.Status != metav1.ConditionTrue {
+		t.Fatalf("CAReady = %s %s, want True", c.Status, c.Reason)
+	}
+	b, _ = h.store.Bundle()
+	if b.Contains(distrustedNext.Certificate()) || !b.Contains(signing.Certificate()) {
+		t.Fatal("after the promotion the bundle holds the distrusted successor, or lacks the retired root")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"time"
 
 	"coxswain.dev/coxswain/discovery/pki"
 )
@@ -34,6 +35,17 @@ func withoutDistrusted(c content, err error, fingerprints []string) (content, er
 		return content{}, fmt.Errorf("%w: the signing CA %s is in discovery.ca.distrustedRoots", ErrCADistrusted, Fingerprint(c.signing))
 	}
 	return c, err
+}
+
+// withoutDistrustedSuccessor drops a distrusted successor from what the Secret holds before the
+// rotation plan reads it, so that the plan never promotes it and prepares a fresh one in its
+// place. It reports whether it dropped one.
+func withoutDistrustedSuccessor(c content, fingerprints []string) (content, bool) {
+	if !distrusted(c.next, fingerprints) {
+		return c, false
+	}
+	c.next, c.nextActiveAt = nil, time.Time{}
+	return c, true
 }
 
 // trustedRetired returns the retired roots that are not distrusted.

@@ -51,6 +51,8 @@ type harness struct {
 	store *Store
 	board *readiness.Board
 	set   *settings.Store
+	// stop ends the replica; the test's end does too.
+	stop func()
 }
 
 type harnessOption func(*Options, *settings.Settings)
@@ -97,8 +99,9 @@ func startStore(t *testing.T, namespace string, opts ...harnessOption) *harness 
 			t.Errorf("Start: %v", err)
 		}
 	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &harness{store: store, board: board, set: o.Settings}
+	stop := func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return &harness{store: store, board: board, set: o.Settings, stop: stop}
 }
 
 func newRecorder(t *testing.T) events.EventRecorder {

@@ -21,6 +21,10 @@ const (
 	keyNextKey   = "next.key"
 	keyRetired   = "retired.json"
 	annNextAfter = "discovery.coxswain.dev/next-active-at"
+	// annMaxSVIDTTL is the longest SVID lifetime in force while the Secret's CAs signed, so that
+	// a restarted replica publishes a successor as long before it signs as the SVIDs of the
+	// signing root may live, whatever the lifetime in force now.
+	annMaxSVIDTTL = "discovery.coxswain.dev/max-svid-ttl"
 )
 
 // content is what a CA Secret holds.
@@ -30,6 +34,9 @@ type content struct {
 	next         *pki.CA
 	nextActiveAt time.Time
 	retired      []pki.RetiredRoot
+	// maxTTL is the longest SVID lifetime in force while these CAs signed (Auto mode); zero when
+	// not recorded.
+	maxTTL time.Duration
 }
 
 type retiredEntry struct {
@@ -66,6 +73,11 @@ func decodeAuto(s *corev1.Secret) (content, error) {
 	}
 	if c.retired, err = decodeRetired(s.Data[keyRetired]); err != nil {
 		return content{}, fmt.Errorf("%w: %s: %w", ErrCASecretInvalid, keyRetired, err)
+	}
+	if v, ok := s.Annotations[annMaxSVIDTTL]; ok {
+		if c.maxTTL, err = time.ParseDuration(v); err != nil || c.maxTTL < 0 {
+			return content{}, fmt.Errorf("%w: annotation %s: %q is not a duration", ErrCASecretInvalid, annMaxSVIDTTL, v)
+		}
 	}
 	return c, nil
 }
@@ -104,6 +116,9 @@ func encodeAuto(s *corev1.Secret, c content, now time.Time) error {
 	s.Data = map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM}
 	if s.Annotations != nil {
 		delete(s.Annotations, annNextAfter)
+	}
+	if c.maxTTL > 0 {
+		metav1.SetMetaDataAnnotation(&s.ObjectMeta, annMaxSVIDTTL, c.maxTTL.String())
 	}
 	if c.next != nil {
 		if s.Data[keyNextCert], s.Data[keyNextKey], err = c.next.EncodePEM(); err != nil {

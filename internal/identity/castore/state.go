@@ -45,6 +45,21 @@ func (s *Store) observeTTL() {
 	s.maxTTL = max(s.maxTTL, ttl)
 }
 
+// raiseTTL records an SVID lifetime read from the CA Secret: one in force on another replica, or
+// before a restart.
+func (s *Store) raiseTTL(ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxTTL = max(s.maxTTL, ttl)
+}
+
+// longestTTL is the longest SVID lifetime seen, which the CA Secret keeps.
+func (s *Store) longestTTL() time.Duration {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.maxTTL
+}
+
 func (s *Store) leafBound() time.Duration {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

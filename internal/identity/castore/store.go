@@ -41,8 +41,9 @@ type Options struct {
 	Clock clock.Clock
 	// CALifetime is the lifetime of generated CAs, DefaultCALifetime when zero.
 	CALifetime time.Duration
-	// Overlap is how long a successor CA is published before it signs; the SVID lifetime in
-	// force when it is prepared when zero.
+	// Overlap is how long a successor CA is published before it signs; when zero, the longest
+	// SVID lifetime in force while the signing root signed, which the CA Secret keeps across
+	// restarts (annotation discovery.coxswain.dev/max-svid-ttl).
 	Overlap time.Duration
 }
 
