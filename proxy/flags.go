@@ -65,6 +65,9 @@ type limits struct {
 	upstreamClientShare    int
 	maxBufferedBodyBytes   int64
 	maxRequestsPerConn     int
+	memoryWatermark        int64
+	http2StreamWindow      int
+	http2ConnWindow        int
 }
 
 // register adds the limit flags to fs, with the data plane's defaults.
@@ -101,6 +104,12 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"Memory for request bodies held for retries and mirrors, the whole proxy together; a body beyond it is sent once, not mirrored.")
 	fs.IntVar(&l.maxRequestsPerConn, "max-requests-per-connection", forward.DefaultMaxRequestsPerConnection,
 		"Requests one client connection may make; the last response closes it (HTTP/2 GOAWAY).")
+	fs.Int64Var(&l.memoryWatermark, "memory-watermark-bytes", 0,
+		"Memory (live heap and stacks) above which new connections and requests are refused; 0 is 90% of GOMEMLIMIT, and none without it.")
+	fs.IntVar(&l.http2StreamWindow, "http2-stream-window-bytes", listener.DefaultHTTP2StreamWindow,
+		"Request body bytes an HTTP/2 client may send ahead of the backend reading them, per stream.")
+	fs.IntVar(&l.http2ConnWindow, "http2-connection-window-bytes", listener.DefaultHTTP2ConnectionWindow,
+		"Request body bytes an HTTP/2 client may send ahead of the backends reading them, per connection.")
 }
 
 // check refuses limits that would disable a protection.
@@ -114,10 +123,17 @@ func (l *limits) check() error {
 		"--upstream-max-connections": int64(l.upstreamMaxConns), "--upstream-max-pending": int64(l.upstreamMaxPending),
 		"--upstream-pending-timeout": int64(l.upstreamPendingTimeout), "--max-buffered-body-bytes": l.maxBufferedBodyBytes,
 		"--max-requests-per-connection": int64(l.maxRequestsPerConn),
+		"--http2-stream-window-bytes":   int64(l.http2StreamWindow), "--http2-connection-window-bytes": int64(l.http2ConnWindow),
 	} {
 		if v <= 0 {
 			return fmt.Errorf("%s must be positive", name)
 		}
+	}
+	if l.memoryWatermark < 0 {
+		return errors.New("--memory-watermark-bytes must not be negative")
+	}
+	if l.http2StreamWindow < 65535 || l.http2ConnWindow < l.http2StreamWindow || l.http2ConnWindow > 1<<30 {
+		return errors.New("--http2-stream-window-bytes must be at least 65535 and --http2-connection-window-bytes between it and 1 GiB")
 	}
 	if l.upstreamClientShare < 1 || l.upstreamClientShare > 100 {
 		return errors.New("--upstream-client-share-percent must be between 1 and 100")

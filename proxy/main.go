@@ -174,6 +174,8 @@ func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*d
 			MaxHeaderBytes:            l.maxHeaderBytes,
 			MaxConnections:            l.maxConnections,
 			HTTP2MaxConcurrentStreams: l.http2MaxStreams,
+			HTTP2StreamWindow:         int32(l.http2StreamWindow), //nolint:gosec // checked to be at most 1 GiB
+			HTTP2ConnectionWindow:     int32(l.http2ConnWindow),   //nolint:gosec // checked to be at most 1 GiB
 		},
 		Upstream: upstream.Options{
 			MaxConnsPerEndpoint:   l.upstreamMaxConns,
@@ -192,7 +194,8 @@ func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*d
 			BackendIdleTimeout:       l.backendIdleTimeout,
 			TunnelIdleTimeout:        l.tunnelIdleTimeout,
 		},
-		Registerer: reg,
+		Registerer:      reg,
+		MemoryWatermark: memoryWatermark(l.memoryWatermark),
 	}
 	if opts.accessLog {
 		dpOpts.AccessLog = os.Stdout
@@ -202,6 +205,14 @@ func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*d
 		return nil, fmt.Errorf("build data plane: %w", err)
 	}
 	return plane, nil
+}
+
+// memoryWatermark is the flag's watermark, or by default 90% of GOMEMLIMIT (none without it).
+func memoryWatermark(flag int64) uint64 {
+	if flag > 0 {
+		return uint64(flag)
+	}
+	return listener.DefaultWatermark()
 }
 
 // telemetryHandler serves health, readiness and metrics, and the runtime profiles with --pprof.

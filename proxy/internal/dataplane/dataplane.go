@@ -33,6 +33,9 @@ type Options struct {
 	AccessLog io.Writer
 	// Registerer, when set, gets the data plane's metrics.
 	Registerer prometheus.Registerer
+	// MemoryWatermark, when set, is the memory (live heap and goroutine stacks) above which
+	// the proxy refuses new connections and requests; zero is no watermark.
+	MemoryWatermark uint64
 }
 
 // DataPlane serves the routing state of the last resource set applied. It implements the
@@ -43,8 +46,12 @@ type DataPlane struct {
 	listeners *listener.Manager
 	pool      *upstream.Pool
 	accessLog *accesslog.Logger
-	mu        sync.Mutex
-	shutdown  bool
+	overload  *listener.Overload
+	// stopOverload ends the overload manager's sampling; overloadDone closes once it ended.
+	stopOverload context.CancelFunc
+	overloadDone chan struct{}
+	mu           sync.Mutex
+	shutdown     bool
 }
 
 // New returns a data plane that serves nothing until the first Apply.
@@ -74,9 +81,45 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 		}
 		opts.Listener.ConnectionRefused = m.ConnectionRefused
 	}
+	if err := d.startOverload(&opts); err != nil {
+		return nil, err
+	}
 	d.handler = forward.NewHandler(opts.Forward)
 	d.listeners = listener.NewManager(log.WithName("listener"), d.handler, opts.Listener)
 	return d, nil
+}
+
+// startOverload starts the overload manager when opts has a memory watermark, and hands it
+// to the listeners and the handler.
+func (d *DataPlane) startOverload(opts *Options) error {
+	m := opts.Forward.Metrics
+	d.overload = listener.NewOverload(opts.MemoryWatermark, func() { m.OverloadRefused("connection") })
+	d.overloadDone = make(chan struct{})
+	if d.overload == nil {
+		close(d.overloadDone)
+		d.stopOverload = func() {}
+		return nil
+	}
+	if opts.Registerer != nil {
+		err := metrics.RegisterGauges(opts.Registerer, metrics.Gauge{
+			Name:  "coxswain_proxy_overloaded",
+			Help:  "1 while the proxy's memory is above its watermark and new connections and requests are refused, 0 otherwise.",
+			Value: d.overload.Gauge,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	opts.Listener.Overload = d.overload
+	opts.Forward.Overloaded = d.overload.Overloaded
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stopOverload = cancel
+	go func() {
+		defer close(d.overloadDone)
+		d.overload.Run(ctx)
+	}()
+	d.log.Info("Started the overload manager", "memoryWatermark", opts.MemoryWatermark)
+	return nil
 }
 
 // Apply validates set, compiles it into a routing table, binds the ports it adds and swaps the
@@ -141,6 +184,8 @@ func (d *DataPlane) Shutdown(ctx context.Context) error {
 	if !d.handler.Wait(ctx.Done()) {
 		d.log.Info("Left background exchanges running after the drain")
 	}
+	d.stopOverload()
+	<-d.overloadDone
 	d.pool.Close()
 	if d.accessLog != nil {
 		err = errors.Join(err, d.accessLog.Close())

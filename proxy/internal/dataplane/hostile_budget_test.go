@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -421,5 +422,60 @@ func TestRequestsPerConnectionAreCapped(t *testing.T) {
 	}
 	if got := metricValue(t, reg, "coxswain_proxy_closed_connections_total", "max_requests"); got != 2 {
 		t.Errorf("closed_connections_total{reason=max_requests} = %v, want 2", got)
+	}
+}
+
+// liveHeap is the heap the runtime found live at its last collection, after one now.
+func liveHeap() uint64 {
+	runtime.GC()
+	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// Tests the overload manager: above the memory watermark the proxy closes new connections on
+// accept and answers requests on open ones 503 with Connection: close, counting both; once
+// memory is back under the watermark it serves again. The memory is the test process's own
+// (the proxy reads the runtime's), grown by a ballast. Not parallel: it moves the process's
+// heap.
+func TestOverloadRefusesAboveTheWatermark(t *testing.T) {
+	app, _ := backend(t, "app")
+	reg := prometheus.NewRegistry()
+	d := start(t, dataplane.Options{Registerer: reg, MemoryWatermark: liveHeap() + 64<<20})
+	proxy := routeAll(t, d, hostPort(app))
+	kept, br := rawConn(t, proxy)
+	if resp, _ := roundTrip(t, kept, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 {
+		t.Fatalf("before the ballast: %d", resp.StatusCode)
+	}
+	ballast := make([]byte, 128<<20)
+	for i := 0; i < len(ballast); i += 4096 {
+		ballast[i] = 1
+	}
+	eventually(t, "the proxy is overloaded", func() bool {
+		runtime.GC()
+		return gaugeValue(t, reg, "coxswain_proxy_overloaded") == 1
+	})
+	fresh, _ := rawConn(t, proxy)
+	_, _ = io.WriteString(fresh, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if !closedByPeer(fresh, 2*time.Second) {
+		t.Error("a new connection above the watermark was not closed")
+	}
+	if resp, _ := roundTrip(t, kept, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 503 || !resp.Close {
+		t.Errorf("a request above the watermark got %d, Connection: close %v; want 503 and close", resp.StatusCode, resp.Close)
+	}
+	if got := metricValue(t, reg, "coxswain_proxy_overload_refused_total", "connection"); got < 1 {
+		t.Errorf("overload_refused_total{kind=connection} = %v, want at least 1", got)
+	}
+	if got := metricValue(t, reg, "coxswain_proxy_refused_requests_total", "overloaded"); got != 1 {
+		t.Errorf("refused_requests_total{reason=overloaded} = %v, want 1", got)
+	}
+	runtime.KeepAlive(ballast)
+	ballast = nil
+	eventually(t, "the proxy is no longer overloaded", func() bool {
+		runtime.GC()
+		return gaugeValue(t, reg, "coxswain_proxy_overloaded") == 0
+	})
+	if r := do(t, client(proxy), "GET", "http://x/"); r.status != 200 {
+		t.Errorf("under the watermark again: %d", r.status)
 	}
 }

@@ -59,6 +59,9 @@ type Options struct {
 	AccessLog *accesslog.Logger
 	// Metrics, when set, count requests.
 	Metrics *metrics.Metrics
+	// Overloaded says the proxy is over its memory watermark: new requests are answered 503
+	// and their connections closed. Never when nil.
+	Overloaded func() bool
 	// Rand returns uniformly random numbers for weighted choice and mirror sampling;
 	// math/rand/v2 when nil. Tests seed it.
 	Rand func() uint64
@@ -94,6 +97,9 @@ func (o *Options) defaults() {
 	setDefault(&o.TunnelIdleTimeout, DefaultTunnelIdleTimeout)
 	if o.Rand == nil {
 		o.Rand = rand.Uint64
+	}
+	if o.Overloaded == nil {
+		o.Overloaded = func() bool { return false }
 	}
 }
 
@@ -179,12 +185,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
 	x.rc = http.NewResponseController(w)
 	c := connectionOf(r)
 	var status int
-	if c != nil && c.flooded.Load() {
+	switch {
+	case c != nil && c.flooded.Load():
 		// The connection was told to go away for resetting its streams: what it still sends
 		// is not forwarded.
 		w.Header()[headerConnection] = []string{"close"}
 		status = x.refuse(http.StatusServiceUnavailable, reasonRapidReset)
-	} else {
+	case h.opts.Overloaded():
+		// Over the memory watermark: shed the request and its connection.
+		w.Header()[headerConnection] = []string{"close"}
+		h.opts.Metrics.OverloadRefused("request")
+		status = x.refuse(http.StatusServiceUnavailable, reasonOverloaded)
+	default:
 		h.countRequest(c, w)
 		status = h.answer(&x)
 		h.countReset(c, &x)
@@ -295,7 +307,10 @@ func (h *Handler) release(b *[]byte) { h.bufs.Put(b) }
 // Connection: close) and nothing more of it is forwarded.
 const resetFloodMin = 32
 
-const reasonRapidReset = "rapid_reset"
+const (
+	reasonRapidReset = "rapid_reset"
+	reasonOverloaded = "overloaded"
+)
 
 // connection is what the handler counts of one downstream connection.
 type connection struct {

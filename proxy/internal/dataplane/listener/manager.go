@@ -38,8 +38,8 @@ type Options struct {
 	// when zero.
 	HTTP2MaxConcurrentStreams int
 	// HTTP2StreamWindow and HTTP2ConnectionWindow bound the request body bytes a client may
-	// send ahead of the backend reading them, per stream and per connection; 256 KiB and
-	// 1 MiB when zero.
+	// send ahead of the backend reading them, per stream and per connection;
+	// DefaultHTTP2StreamWindow and DefaultHTTP2ConnectionWindow when zero.
 	HTTP2StreamWindow     int32
 	HTTP2ConnectionWindow int32
 	// DrainTimeout bounds the drain of a port a new table no longer has; 30s when zero.
@@ -47,6 +47,8 @@ type Options struct {
 	// ConnectionRefused, when set, is called for every connection closed on accept because of
 	// MaxConnections.
 	ConnectionRefused func()
+	// Overload, when set, closes new connections on accept while the proxy is overloaded.
+	Overload *Overload
 }
 
 // Defaults of the connection limits, which the proxy's flags show.
@@ -55,6 +57,10 @@ const (
 	DefaultIdleTimeout               = 120 * time.Second
 	DefaultMaxConnections            = 16384
 	DefaultHTTP2MaxConcurrentStreams = 100
+	// The HTTP/2 receive windows: what one connection can pin of the proxy's memory with
+	// request bodies its backends do not read (Envoy's edge recommendation for the stream).
+	DefaultHTTP2StreamWindow     = 64 << 10
+	DefaultHTTP2ConnectionWindow = 512 << 10
 )
 
 func (o *Options) defaults() {
@@ -75,10 +81,10 @@ func (o *Options) defaults() {
 		o.HTTP2MaxConcurrentStreams = DefaultHTTP2MaxConcurrentStreams
 	}
 	if o.HTTP2StreamWindow == 0 {
-		o.HTTP2StreamWindow = 256 << 10
+		o.HTTP2StreamWindow = DefaultHTTP2StreamWindow
 	}
 	if o.HTTP2ConnectionWindow == 0 {
-		o.HTTP2ConnectionWindow = 1 << 20
+		o.HTTP2ConnectionWindow = DefaultHTTP2ConnectionWindow
 	}
 	if o.ConnectionRefused == nil {
 		o.ConnectionRefused = func() {}

@@ -35,7 +35,7 @@ func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, err
 		l.Scheme = "https"
 	}
 	s := &server{port: port, protocol: protocol, addr: ln.Addr(), served: make(chan error, 1)}
-	s.ln = &limitListener{Listener: ln, open: &m.open, max: int64(m.opts.MaxConnections), refused: m.connectionRefused}
+	s.ln = &limitListener{Listener: ln, open: &m.open, max: int64(m.opts.MaxConnections), refused: m.connectionRefused, overload: m.opts.Overload}
 	s.http = m.httpServer(l, protocol)
 	go func() {
 		if protocol == router.HTTPS {
@@ -104,13 +104,15 @@ func (s *server) shutdown(ctx context.Context) error {
 }
 
 // limitListener bounds the open connections of every port of a manager: a connection
-// accepted beyond the bound is closed at once and counted, so that a flood of connections
-// cannot exhaust the proxy's descriptors or memory and the established ones stay served.
+// accepted beyond the bound, or while the proxy is overloaded, is closed at once and counted,
+// so that a flood of connections cannot exhaust the proxy's descriptors or memory and the
+// established ones stay served.
 type limitListener struct {
 	net.Listener
-	open    *atomic.Int64
-	max     int64
-	refused func()
+	open     *atomic.Int64
+	max      int64
+	refused  func()
+	overload *Overload
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -118,6 +120,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
+		}
+		if l.overload.Overloaded() {
+			_ = c.Close()
+			l.overload.refused()
+			continue
 		}
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)

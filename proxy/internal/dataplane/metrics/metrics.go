@@ -21,6 +21,7 @@ type Metrics struct {
 	retries        *prometheus.CounterVec
 	bufferRefused  *prometheus.CounterVec
 	connsClosed    *prometheus.CounterVec
+	overload       *prometheus.CounterVec
 	unmatched      *RouteCounters
 }
 
@@ -64,13 +65,17 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 	}, []string{"use"})
 	m.connsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coxswain_proxy_closed_connections_total",
-		Help: "Downstream connections the proxy told to go away, by reason: rapid_reset (most of its streams were reset before their response), max_requests (it made --max-requests-per-connection requests), overload (the proxy is over its memory watermark).",
+		Help: "Downstream connections the proxy told to go away, by reason: rapid_reset (most of its streams were reset before their response), max_requests (it made --max-requests-per-connection requests).",
 	}, []string{"reason"})
+	m.overload = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coxswain_proxy_overload_refused_total",
+		Help: "Connections closed on accept (kind connection) and requests answered 503 (kind request) because the proxy was over its memory watermark.",
+	}, []string{"kind"})
 	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "coxswain_proxy_active_connections",
 		Help: "Open downstream connections.",
 	}, connections)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.retries, m.bufferRefused, m.connsClosed, active} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.retries, m.bufferRefused, m.connsClosed, m.overload, active} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register data plane metrics: %w", err)
 		}
@@ -98,6 +103,14 @@ func (m *Metrics) BodyBufferRefused(use string) {
 func (m *Metrics) ConnectionClosed(reason string) {
 	if m != nil {
 		m.connsClosed.WithLabelValues(reason).Inc()
+	}
+}
+
+// OverloadRefused counts a connection (kind "connection") or request ("request") refused
+// above the memory watermark.
+func (m *Metrics) OverloadRefused(kind string) {
+	if m != nil {
+		m.overload.WithLabelValues(kind).Inc()
 	}
 }
 
