@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph/conditions"
 )
 
@@ -71,9 +72,15 @@ func validateFilter(f gwapiv1.HTTPRouteFilter, matches []gwapiv1.HTTPRouteMatch)
 		}
 		path = f.URLRewrite.Path
 	case gwapiv1.HTTPRouteFilterRequestHeaderModifier:
-		return missing(f.RequestHeaderModifier == nil, "requestHeaderModifier")
+		if f.RequestHeaderModifier == nil {
+			return "requestHeaderModifier is missing"
+		}
+		return validateHeaderFilter(f.RequestHeaderModifier)
 	case gwapiv1.HTTPRouteFilterResponseHeaderModifier:
-		return missing(f.ResponseHeaderModifier == nil, "responseHeaderModifier")
+		if f.ResponseHeaderModifier == nil {
+			return "responseHeaderModifier is missing"
+		}
+		return validateHeaderFilter(f.ResponseHeaderModifier)
 	case gwapiv1.HTTPRouteFilterRequestMirror:
 		return validateMirror(f.RequestMirror)
 	case gwapiv1.HTTPRouteFilterCORS:
@@ -112,6 +119,17 @@ func resolveBackendFilters(in []gwapiv1.HTTPRouteFilter) []Filter {
 		}
 	}
 	return out
+}
+
+// validateHeaderFilter refuses a header modifier that sets or adds a field the proxy frames
+// the message or the connection with (wellknown.ReservedHeader); removing one is allowed.
+func validateHeaderFilter(m *gwapiv1.HTTPHeaderFilter) string {
+	for _, h := range append(append([]gwapiv1.HTTPHeader(nil), m.Set...), m.Add...) {
+		if wellknown.ReservedHeader(string(h.Name)) {
+			return fmt.Sprintf("header %s may not be set by a filter: the proxy sets it from the message it forwards", h.Name)
+		}
+	}
+	return ""
 }
 
 func missing(isMissing bool, field string) string {

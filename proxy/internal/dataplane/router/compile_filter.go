@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
 func (c *compiler) compileFilters(r *Route, in []*discoveryv1.Filter) error {
@@ -53,6 +54,9 @@ func headerModifier(in *discoveryv1.HeaderModifier) (*HeaderModifier, error) {
 	for _, h := range append(out.Set, out.Add...) {
 		if !validHeaderName(h.Name) || !validHeaderValue(h.Value) {
 			return out, fmt.Errorf("%w: header %q", ErrInvalid, h.Name)
+		}
+		if wellknown.ReservedHeader(h.Name) {
+			return out, fmt.Errorf("%w: header %q is the proxy's to set", ErrInvalid, h.Name)
 		}
 	}
 	for _, name := range out.Remove {
