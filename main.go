@@ -193,6 +193,9 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 			IsLeader:    isLeader,
 			TrustCopies: disc.TrustCopies,
 			Metrics:     metrics,
+			TrustAnyEndpointSlice: func() bool {
+				return store.Get().EndpointSlices == v1alpha1.EndpointSliceTrustAny
+			},
 			Status: &status.Writer{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
 				Namespace:             o.namespace,
@@ -200,8 +203,9 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 				SharedProxyDeployment: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
 			},
 		},
-		Debouncer: rebuild.NewDebouncer(rebuild.DefaultInterval, nil),
-		Elected:   elected,
+		Debouncer:       rebuild.NewDebouncer(rebuild.DefaultInterval, nil),
+		Elected:         elected,
+		SettingsChanged: store.Subscribe(),
 	}
 	if err := gw.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up Gateway API controller: %w", err)

@@ -49,6 +49,10 @@ type GatewayAPIReconciler struct {
 	// Elected closes when this replica becomes the leader (mgr.Elected()); a rebuild follows so
 	// the new leader writes status at once. Nil when not needed.
 	Elected <-chan struct{}
+	// SettingsChanged, when set, receives a value after each change of the operator's settings
+	// (settings.Store.Subscribe()); a rebuild follows, so a setting the Pipeline reads (such as
+	// its TrustAnyEndpointSlice) takes effect without another change.
+	SettingsChanged <-chan struct{}
 
 	// changes collects the kinds of the changes the watches saw since the last rebuild.
 	changes rebuild.Changes
@@ -203,6 +207,9 @@ func (r *GatewayAPIReconciler) startDebouncer(ctx context.Context, q queue) erro
 	rebuildAll.Name = "gateway-api"
 	go r.Pipeline.RunStatus(ctx)
 	go r.Debouncer.Run(ctx, func() { q.Add(rebuildAll) })
+	if r.SettingsChanged != nil {
+		go r.rebuildOnSettings(ctx)
+	}
 	if r.Elected != nil {
 		go func() {
 			select {
@@ -214,6 +221,19 @@ func (r *GatewayAPIReconciler) startDebouncer(ctx context.Context, q queue) erro
 		}()
 	}
 	return nil
+}
+
+// rebuildOnSettings asks for a rebuild after each change of the settings, until ctx ends.
+func (r *GatewayAPIReconciler) rebuildOnSettings(ctx context.Context) {
+	for {
+		select {
+		case <-r.SettingsChanged:
+			r.changes.Add("CoxswainConfig")
+			r.Debouncer.Trigger()
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {

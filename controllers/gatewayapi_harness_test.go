@@ -214,16 +214,19 @@ func parentRef(ns, gateway string) gwapiv1.ParentReference {
 	return gwapiv1.ParentReference{Namespace: ptr.To(gwapiv1.Namespace(ns)), Name: gwapiv1.ObjectName(gateway)}
 }
 
-// newBackend creates a Service with one port 80 ("http") and an EndpointSlice with one ready
-// endpoint at address:8080.
+// newBackend creates a Service with a selector and one port 80 ("http"), and an EndpointSlice
+// with one ready endpoint at address:8080 labelled as the EndpointSlice controller's (envtest
+// runs no controller that would write it).
 func (h *gatewayAPI) newBackend(ns, name, address string) {
 	h.t.Helper()
 	h.create(&corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": name}, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
 	})
 	h.create(&discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-1", Labels: map[string]string{
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{address}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},

@@ -39,6 +39,37 @@ type CoxswainConfigSpec struct {
 	// Proxy holds the defaults the operator uses for the proxies it provisions.
 	// +optional
 	Proxy *ProxyDefaults `json:"proxy,omitempty"`
+
+	// Backends says which endpoints of the Services that routes name may receive traffic.
+	// +optional
+	Backends *BackendsSpec `json:"backends,omitempty"`
+}
+
+// EndpointSliceTrust says which EndpointSlices' endpoints a Service's traffic may reach.
+// +kubebuilder:validation:Enum=Verified;Any
+type EndpointSliceTrust string
+
+const (
+	// EndpointSliceTrustVerified uses the endpoints of a slice that the EndpointSlice controller
+	// manages (label endpointslice.kubernetes.io/managed-by=endpointslice-controller.k8s.io) for
+	// a Service with a selector, and of any other slice only the endpoints whose targetRef is a
+	// Pod of the Service's namespace.
+	EndpointSliceTrustVerified EndpointSliceTrust = "Verified"
+	// EndpointSliceTrustAny uses the endpoints of every EndpointSlice of a Service, whoever
+	// wrote it: selector-less Services with hand-written slices pointing anywhere.
+	EndpointSliceTrustAny EndpointSliceTrust = "Any"
+)
+
+// BackendsSpec configures how the operator reads the endpoints of backend Services.
+type BackendsSpec struct {
+	// EndpointSlices is Verified (the default) or Any. Whoever may write an EndpointSlice
+	// chooses where its Service's traffic goes (CVE-2021-25740): Verified takes only the
+	// EndpointSlice controller's slices of Services with a selector, and otherwise only
+	// endpoints whose targetRef is a Pod of the Service's namespace; Any takes every slice, as
+	// selector-less Services with hand-written slices of external addresses need. Loopback,
+	// link-local, unspecified and multicast addresses are refused either way.
+	// +optional
+	EndpointSlices *EndpointSliceTrust `json:"endpointSlices,omitempty"`
 }
 
 // DiscoverySpec configures the discovery CA, the SPIFFE identities it issues and the listeners.
@@ -158,6 +189,8 @@ type EffectiveSettings struct {
 	ProxyReplicas         int32  `json:"proxyReplicas"`
 	// +optional
 	ProxyServiceType corev1.ServiceType `json:"proxyServiceType,omitempty"`
+	// +optional
+	EndpointSlices EndpointSliceTrust `json:"endpointSlices,omitempty"`
 }
 
 // CoxswainConfigStatus is the observed state of a CoxswainConfig.

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"cmp"
+	"net/netip"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +43,7 @@ func (b *builder) endpoints(key ClusterKey) []Endpoint {
 		if slice.AddressType != family {
 			continue
 		}
-		out = append(out, sliceEndpoints(slice, sp)...)
+		out = append(out, b.sliceEndpoints(svc, slice, sp)...)
 	}
 	slices.SortFunc(out, func(x, y Endpoint) int {
 		return cmp.Or(cmp.Compare(x.Address, y.Address), cmp.Compare(x.Port, y.Port))
@@ -60,21 +61,63 @@ func primaryAddressType(svc *corev1.Service) discoveryv1.AddressType {
 	return discoveryv1.AddressTypeIPv4
 }
 
-func sliceEndpoints(slice *discoveryv1.EndpointSlice, sp *corev1.ServicePort) []Endpoint {
+// sliceEndpoints returns the ready endpoints of a slice that a Service's traffic may reach:
+// of a trusted origin (controllerManaged, podOfNamespace) and with a usable address.
+func (b *builder) sliceEndpoints(svc *corev1.Service, slice *discoveryv1.EndpointSlice, sp *corev1.ServicePort) []Endpoint {
 	port, ok := slicePort(slice, sp)
 	if !ok {
 		return nil
 	}
+	managed := b.opts.TrustAnyEndpointSlice || controllerManaged(svc, slice)
 	var out []Endpoint
 	for _, ep := range slice.Endpoints {
 		if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
 			continue
 		}
+		if !managed && !podOfNamespace(ep.TargetRef, svc) {
+			continue
+		}
 		for _, addr := range ep.Addresses {
-			out = append(out, Endpoint{Address: addr, Port: port})
+			if usableAddress(addr) {
+				out = append(out, Endpoint{Address: addr, Port: port})
+			}
 		}
 	}
 	return out
+}
+
+// endpointSliceController is the managed-by label value of the slices Kubernetes' EndpointSlice
+// controller writes for Services with a selector.
+const endpointSliceController = "endpointslice-controller.k8s.io"
+
+// controllerManaged reports whether a slice carries the EndpointSlice controller's managed-by
+// label for a Service with a selector. The label alone proves nothing (whoever may write a
+// slice may set it), but the controller owns the slices of a Service with a selector and
+// rewrites or deletes one with its label that it did not write; a selector-less Service's
+// slices are never its own, so there the label is a forgery.
+func controllerManaged(svc *corev1.Service, slice *discoveryv1.EndpointSlice) bool {
+	return svc != nil && len(svc.Spec.Selector) > 0 && slice.Labels[discoveryv1.LabelManagedBy] == endpointSliceController
+}
+
+// podOfNamespace reports whether an endpoint's targetRef names a core Pod of the Service's own
+// namespace: a hand-written slice (a selector-less Service's, or one mirrored from an Endpoints
+// object) may send the Service's traffic to its own namespace's Pods, not to another
+// namespace's or to a Node.
+func podOfNamespace(ref *corev1.ObjectReference, svc *corev1.Service) bool {
+	return ref != nil && svc != nil && ref.Kind == "Pod" && (ref.APIVersion == "" || ref.APIVersion == "v1") &&
+		ref.Namespace == svc.Namespace
+}
+
+// usableAddress reports whether an endpoint address may receive traffic: an IP address that is
+// not loopback, link-local (169.254.0.0/16, fe80::/10: cloud metadata services and the node's
+// own link), unspecified or multicast, in IPv4-mapped IPv6 form neither; never one with a zone.
+func usableAddress(s string) bool {
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return false
+	}
+	a = a.Unmap()
+	return !a.IsLoopback() && !a.IsLinkLocalUnicast() && !a.IsLinkLocalMulticast() && !a.IsUnspecified() && !a.IsMulticast()
 }
 
 func slicePort(slice *discoveryv1.EndpointSlice, sp *corev1.ServicePort) (int32, bool) {

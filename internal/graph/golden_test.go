@@ -2,7 +2,9 @@ package graph_test
 
 import (
 	"bytes"
+	"errors"
 	"flag"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -26,9 +28,9 @@ type goldenOutput struct {
 	Snapshots []*snapshot.Snapshot `json:"snapshots"`
 }
 
-func render(t testing.TB, cs *state.ClusterState) []byte {
+func render(t testing.TB, cs *state.ClusterState, opts graph.Options) []byte {
 	t.Helper()
-	g := graph.Build(cs, graph.Options{})
+	g := graph.Build(cs, opts)
 	out, err := yaml.Marshal(goldenOutput{Status: g.Status(), Snapshots: snapshot.Compile(g)})
 	if err != nil {
 		t.Fatalf("marshal output: %v", err)
@@ -41,7 +43,7 @@ func TestGolden(t *testing.T) {
 	for _, in := range golden.Inputs(t) {
 		t.Run(golden.Name(in), func(t *testing.T) {
 			t.Parallel()
-			golden.Check(t, in, render(t, decodeFile(t, in)), *update)
+			golden.Check(t, in, render(t, decodeFile(t, in), caseOptions(t, in)), *update)
 		})
 	}
 }
@@ -58,14 +60,15 @@ func TestOrderInvariance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := render(t, decode(t, raw))
+			opts := caseOptions(t, in)
+			want := render(t, decode(t, raw), opts)
 			docs := strings.Split(string(raw), "\n---\n")
 			for seed := range uint64(5) {
 				rng := rand.New(rand.NewPCG(seed, seed))
 				rng.Shuffle(len(docs), func(i, j int) { docs[i], docs[j] = docs[j], docs[i] })
 				cs := decode(t, []byte(strings.Join(docs, "\n---\n")))
 				shuffleSets(rng, cs)
-				if got := render(t, cs); !bytes.Equal(want, got) {
+				if got := render(t, cs, opts); !bytes.Equal(want, got) {
 					t.Fatalf("seed %d: output changed with input order:\n%s", seed, cmp.Diff(string(want), string(got)))
 				}
 			}
@@ -82,6 +85,24 @@ func shuffleSets(rng *rand.Rand, cs *state.ClusterState) {
 		rng.Shuffle(len(g.Spec.From), func(i, j int) { g.Spec.From[i], g.Spec.From[j] = g.Spec.From[j], g.Spec.From[i] })
 		rng.Shuffle(len(g.Spec.To), func(i, j int) { g.Spec.To[i], g.Spec.To[j] = g.Spec.To[j], g.Spec.To[i] })
 	}
+}
+
+// caseOptions reads the Build options of a case from testdata/<case>.options.yaml, strictly
+// (field names of graph.Options); a case without that file builds with the zero Options.
+func caseOptions(t testing.TB, in string) graph.Options {
+	t.Helper()
+	var opts graph.Options
+	raw, err := os.ReadFile(strings.TrimSuffix(in, golden.InSuffix) + ".options.yaml")
+	if errors.Is(err, fs.ErrNotExist) {
+		return opts
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(raw, &opts); err != nil {
+		t.Fatalf("decode options of %s: %v", filepath.Base(in), err)
+	}
+	return opts
 }
 
 func decodeFile(t *testing.T, path string) *state.ClusterState {

@@ -27,6 +27,12 @@ type Options struct {
 	// Namespace is the operator's namespace, which holds the shared pool and the Services of its
 	// Gateways; wellknown.InstallNamespace when empty.
 	Namespace string
+	// TrustAnyEndpointSlice takes the endpoints of every EndpointSlice of a Service, whoever
+	// wrote it. When false (the default) only the endpoints of a slice the EndpointSlice
+	// controller manages for a Service with a selector, or whose targetRef is a Pod of the
+	// Service's namespace, are used. Loopback, link-local, unspecified and multicast addresses
+	// are refused either way.
+	TrustAnyEndpointSlice bool
 	// MaxSharedGatewaysPerNamespace caps the shared pool Gateways of one namespace: the oldest
 	// are accepted, the others are not (NamespaceLimitReached).
 	// wellknown.DefaultMaxSharedGatewaysPerNamespace when zero.

@@ -186,13 +186,16 @@ func (w *churn) service() *corev1.Service {
 		port.AppProtocol = ptr.To("kubernetes.io/h2c")
 	}
 	s.Spec.Ports = []corev1.ServicePort{port}
+	s.Spec.Selector = map[string]string{"app": key.Name}
 	return s
 }
 
 func (w *churn) slice() *discoveryv1.EndpointSlice {
 	key := w.key("svc", 4)
 	s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{
-		Namespace: key.Namespace, Name: key.Name + "-slice", Labels: map[string]string{discoveryv1.LabelServiceName: key.Name},
+		Namespace: key.Namespace, Name: key.Name + "-slice", Labels: map[string]string{
+			discoveryv1.LabelServiceName: key.Name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+		},
 	}}
 	w.stamp(s)
 	s.AddressType = discoveryv1.AddressTypeIPv4

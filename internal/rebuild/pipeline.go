@@ -35,6 +35,9 @@ type Pipeline struct {
 	// Metrics, when set, records the size of every snapshot published; the caller, who knows
 	// what triggered a rebuild, records its duration there.
 	Metrics *Metrics
+	// TrustAnyEndpointSlice, when set, is asked at every rebuild for Graph's
+	// TrustAnyEndpointSlice (the CoxswainConfig's backends.endpointSlices is Any).
+	TrustAnyEndpointSlice func() bool
 
 	scopes      map[cache.Scope]bool
 	inc         incremental
@@ -100,6 +103,9 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	}
 	if in.CRDChannel != "" {
 		opts.CRDChannel = in.CRDChannel
+	}
+	if p.TrustAnyEndpointSlice != nil {
+		opts.TrustAnyEndpointSlice = p.TrustAnyEndpointSlice()
 	}
 	changes := p.inc.prepare(in.State, opts)
 	opts.Rules = p.inc.rules

@@ -1,13 +1,16 @@
 package rebuild
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -212,4 +215,65 @@ spec: {controllerName: coxswain.dev/gateway-controller}
 	if sa, _ := p.Authority.ExpectedServiceAccount("prod", "web"); sa != "web-other" {
 		t.Errorf("authority answers %q, want web-other", sa)
 	}
+}
+
+// Tests that the EndpointSlice trust is read at every rebuild: switching it republishes the
+// scope whose backend has a hand-written slice, with the same cluster state.
+func TestPipelineRereadsEndpointSliceTrust(t *testing.T) {
+	t.Parallel()
+	in := input(t, world+`
+---
+apiVersion: v1
+kind: Service
+metadata: {name: external, namespace: prod}
+spec:
+  ports: [{name: http, port: 80}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: external-1, namespace: prod, labels: {kubernetes.io/service-name: external}}
+addressType: IPv4
+ports: [{name: http, port: 80}]
+endpoints: [{addresses: ["10.5.0.1"]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app, namespace: prod}
+spec:
+  parentRefs: [{name: shared}]
+  rules: [{backendRefs: [{name: external, port: 80}]}]
+`)
+	trustAny := false
+	p := &Pipeline{
+		Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false },
+		TrustAnyEndpointSlice: func() bool { return trustAny },
+	}
+	for i, want := range []bool{false, true, false} {
+		trustAny = want
+		res, err := p.Rebuild(t.Context(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(res.Changed, cache.SharedPool()) {
+			t.Fatalf("rebuild %d with TrustAnyEndpointSlice=%v did not republish the shared pool: %v", i, want, res.Changed)
+		}
+		if got := servesAddress(t, p.Cache.Get(cache.SharedPool()), "10.5.0.1"); got != want {
+			t.Errorf("rebuild %d with TrustAnyEndpointSlice=%v: the hand-written endpoint served = %v", i, want, got)
+		}
+	}
+}
+
+// servesAddress reports whether a resource of snap holds addr.
+func servesAddress(t *testing.T, snap *cache.Snapshot, addr string) bool {
+	t.Helper()
+	for _, r := range snap.Resources() {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(addr)) {
+			return true
+		}
+	}
+	return false
 }

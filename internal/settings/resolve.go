@@ -19,6 +19,9 @@ func Resolve(base Settings, spec *v1alpha1.CoxswainConfigSpec) (Settings, error)
 	if spec != nil && spec.Proxy != nil {
 		overlayProxy(&s, spec.Proxy)
 	}
+	if spec != nil && spec.Backends != nil {
+		setIf(&s.EndpointSlices, spec.Backends.EndpointSlices)
+	}
 	if err := s.Validate(); err != nil {
 		return Settings{}, err
 	}
@@ -71,5 +74,6 @@ func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 		ProxyImage:            s.ProxyImage,
 		ProxyReplicas:         s.ProxyReplicas,
 		ProxyServiceType:      s.ProxyServiceType,
+		EndpointSlices:        s.EndpointSlices,
 	}
 }

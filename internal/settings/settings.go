@@ -50,11 +50,14 @@ type Settings struct {
 	DistrustedRoots []string
 	// AllowUnboundTokens lets bootstrap tokens bound to no pod obtain an SVID.
 	AllowUnboundTokens bool
-	ProxyImage      string
-	ProxyReplicas   int32
-	ProxyResources  corev1.ResourceRequirements
+	ProxyImage         string
+	ProxyReplicas      int32
+	ProxyResources     corev1.ResourceRequirements
 	// ProxyServiceType is the type of the Services that give Gateways their addresses.
 	ProxyServiceType corev1.ServiceType
+	// EndpointSlices says which EndpointSlices' endpoints backends may use: Verified (also when
+	// empty) or Any.
+	EndpointSlices v1alpha1.EndpointSliceTrust
 }
 
 // Defaults returns the built-in defaults of the specification.
@@ -70,6 +73,7 @@ func Defaults() Settings {
 		ProxyImage:            DefaultProxyImage,
 		ProxyReplicas:         DefaultProxyReplicas,
 		ProxyServiceType:      corev1.ServiceTypeLoadBalancer,
+		EndpointSlices:        v1alpha1.EndpointSliceTrustVerified,
 	}
 }
 
@@ -106,6 +110,9 @@ func (s Settings) Validate() error {
 		if len(fp) != 64 || strings.Trim(fp, "0123456789abcdef") != "" {
 			add("discovery.ca.distrustedRoots", "%q is not a lowercase hex SHA-256", fp)
 		}
+	}
+	if s.EndpointSlices != "" && s.EndpointSlices != v1alpha1.EndpointSliceTrustVerified && s.EndpointSlices != v1alpha1.EndpointSliceTrustAny {
+		add("backends.endpointSlices", "%q is not Verified or Any", s.EndpointSlices)
 	}
 	if s.ProxyReplicas < 0 {
 		add("proxy.replicas", "%d is negative", s.ProxyReplicas)

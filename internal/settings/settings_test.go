@@ -165,6 +165,24 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("Resolve() = %t, %v; want unbound tokens allowed", got.AllowUnboundTokens, err)
 		}
 	})
+	t.Run("endpoint slices are Verified unless the CoxswainConfig says Any", func(t *testing.T) {
+		t.Parallel()
+		if base.EndpointSlices != v1alpha1.EndpointSliceTrustVerified {
+			t.Fatalf("default EndpointSlices = %q, want Verified", base.EndpointSlices)
+		}
+		got, err := Resolve(base, &v1alpha1.CoxswainConfigSpec{Backends: &v1alpha1.BackendsSpec{
+			EndpointSlices: ptr.To(v1alpha1.EndpointSliceTrustAny),
+		}})
+		if err != nil || got.EndpointSlices != v1alpha1.EndpointSliceTrustAny || got.Effective().EndpointSlices != v1alpha1.EndpointSliceTrustAny {
+			t.Fatalf("Resolve() = %q, %v; want Any, also in the effective settings", got.EndpointSlices, err)
+		}
+		_, err = Resolve(base, &v1alpha1.CoxswainConfigSpec{Backends: &v1alpha1.BackendsSpec{
+			EndpointSlices: ptr.To(v1alpha1.EndpointSliceTrust("Everything")),
+		}})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "backends.endpointSlices") {
+			t.Fatalf("Resolve() error = %v, want ErrInvalid naming backends.endpointSlices", err)
+		}
+	})
 	t.Run("an empty spec gives the base", func(t *testing.T) {
 		t.Parallel()
 		got, err := Resolve(base, &v1alpha1.CoxswainConfigSpec{})

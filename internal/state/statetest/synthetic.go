@@ -69,10 +69,13 @@ func route(i int, ns, gateway, service string) *gwapiv1.HTTPRoute {
 func addService(cs *state.ClusterState, ns, name string) {
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 8080}}
+	svc.Spec.Selector = map[string]string{"app": name}
 	cs.Services[state.Key(svc)] = svc
 	portName, portNumber := "http", int32(8080)
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-1", Labels: map[string]string{
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &portNumber}},
 	}
