@@ -49,6 +49,7 @@ type options struct {
 	leaderElection bool
 	controllerSA   string
 	settings       *settings.Flags
+	limits         *discoveryserver.Limits
 	zap            zap.Options
 }
 
@@ -76,6 +77,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 	fs.StringVar(&o.controllerSA, "controller-service-account", wellknown.ControllerServiceAccount,
 		"The operator's own ServiceAccount: its SPIFFE ID is in the discovery serving certificate.")
 	o.settings = settings.RegisterFlags(fs, os.LookupEnv)
+	o.limits = discoveryserver.RegisterLimitFlags(fs)
 	o.zap.BindFlags(fs)
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag
 	return o
@@ -167,6 +169,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		Board:          board,
 		Snapshots:      snapshots,
 		Scopes:         authority,
+		Limits:         *o.limits,
 	})
 	if err != nil {
 		return fmt.Errorf("set up discovery: %w", err)

@@ -30,6 +30,9 @@ type Config struct {
 	StreamTLS    *tls.Config
 	Bootstrap    *bootstrap.Service
 	Stream       *stream.Server
+	// BootstrapConnections are the bootstrap listener's connection limits; zero fields take
+	// their defaults.
+	BootstrapConnections bootstrap.ConnectionsConfig
 	// ShutdownGrace bounds the graceful stop; DefaultShutdownGrace when zero.
 	ShutdownGrace time.Duration
 	Logger        logr.Logger
@@ -39,6 +42,7 @@ type Config struct {
 type Server struct {
 	cfg       Config
 	bootstrap *grpc.Server
+	conns     *bootstrap.Connections
 	stream    *grpc.Server
 }
 
@@ -57,7 +61,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
-	b, err := cfg.Bootstrap.NewGRPCServer(cfg.BootstrapTLS)
+	conns, err := bootstrap.NewConnections(cfg.BootstrapConnections)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap listener: %w", err)
+	}
+	b, err := cfg.Bootstrap.NewGRPCServer(cfg.BootstrapTLS, conns.ServerOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap listener: %w", err)
 	}
@@ -65,7 +73,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream listener: %w", err)
 	}
-	return &Server{cfg: cfg, bootstrap: b, stream: s}, nil
+	return &Server{cfg: cfg, bootstrap: b, conns: conns, stream: s}, nil
 }
 
 // Run listens on the configured addresses and serves until ctx ends; see Serve.
@@ -83,12 +91,12 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, bl, sl)
 }
 
-// Serve serves bootstrap on bl and streams on sl until ctx ends or a listener fails, then closes
+// Serve serves bootstrap on bl and streams on sl, each behind its connection limits, until ctx ends or a listener fails, then closes
 // every live stream (so proxies reconnect elsewhere) and stops both servers gracefully, forcing
 // them after the shutdown grace. It returns nil after a shutdown through ctx. A Server serves once.
 func (s *Server) Serve(ctx context.Context, bl, sl net.Listener) error {
 	errs := make(chan error, 2)
-	go func() { errs <- serve("bootstrap", s.bootstrap, bl) }()
+	go func() { errs <- serve("bootstrap", s.bootstrap, s.conns.Listener(bl)) }()
 	go func() { errs <- serve("stream", s.stream, s.cfg.Stream.Listener(sl)) }()
 	s.cfg.Logger.Info("Serving discovery", "bootstrapAddr", bl.Addr().String(), "streamAddr", sl.Addr().String())
 	var first error

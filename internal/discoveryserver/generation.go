@@ -73,11 +73,11 @@ func (r *Runner) servingCert(td spiffeid.TrustDomain) (*servingcert.Manager, err
 
 // listen builds and serves the bootstrap server and, when configured, the stream server.
 func (r *Runner) listen(ctx context.Context, g *generation, td spiffeid.TrustDomain, certs tlsconfig.CertificateSource) error {
-	bs, err := r.bootstrapServer(td, g.cfg, certs)
+	bs, conns, err := r.bootstrapServer(td, g.cfg, certs)
 	if err != nil {
 		return err
 	}
-	if g.addrs.Bootstrap, err = g.serve(ctx, bs, r.address(g.cfg.bootstrapPort), nil); err != nil {
+	if g.addrs.Bootstrap, err = g.serve(ctx, bs, r.address(g.cfg.bootstrapPort), conns.Listener); err != nil {
 		return fmt.Errorf("bootstrap listener: %w", err)
 	}
 	if r.opts.Snapshots == nil {
@@ -94,16 +94,27 @@ func (r *Runner) listen(ctx context.Context, g *generation, td spiffeid.TrustDom
 	return nil
 }
 
-func (r *Runner) bootstrapServer(td spiffeid.TrustDomain, cfg listenConfig, certs tlsconfig.CertificateSource) (*grpc.Server, error) {
+// bootstrapServer builds the bootstrap server and the connection limits to serve it behind.
+func (r *Runner) bootstrapServer(td spiffeid.TrustDomain, cfg listenConfig, certs tlsconfig.CertificateSource) (*grpc.Server, *bootstrap.Connections, error) {
+	cc := r.opts.Limits.bootstrapConnections()
+	cc.Registerer, cc.Logger = r.opts.Registerer, r.log.WithName("bootstrap")
+	conns, err := bootstrap.NewConnections(cc)
+	if err != nil {
+		return nil, nil, err
+	}
 	svc, err := bootstrap.New(bootstrap.Config{
 		TrustDomain: td, Authenticator: r.opts.Authenticator, Allowlist: r.opts.Allowlist, CA: r.opts.CA,
 		Reporter: r.opts.Reporter, Registerer: r.opts.Registerer, Logger: r.log.WithName("bootstrap"),
 		SVIDTTL: cfg.svidTTL,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap service: %w", err)
+		return nil, nil, fmt.Errorf("bootstrap service: %w", err)
 	}
-	return svc.NewGRPCServer(tlsconfig.BootstrapServer(certs))
+	gs, err := svc.NewGRPCServer(tlsconfig.BootstrapServer(certs), conns.ServerOptions()...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return gs, conns, nil
 }
 
 // streamServer serves the stream on mandatory mTLS: the handshake admits any SVID of the trust
@@ -112,6 +123,8 @@ func (r *Runner) streamServer(td spiffeid.TrustDomain, cfg listenConfig, certs t
 	srv, err := stream.New(stream.Config{
 		TrustDomain: td, Bundles: r.opts.CA, Cache: r.opts.Snapshots, Scopes: r.opts.Scopes,
 		MaxStreamsPerIdentity: int(cfg.maxStreams), MaxSessionLifetime: cfg.svidTTL,
+		MaxConnections: r.opts.Limits.MaxConnections, MaxConnectionsPerSource: r.opts.Limits.MaxConnectionsPerSource,
+		BusyHandshakeTimeout: r.opts.Limits.BusyHandshakeTimeout, MaxInFlightBytesPerIdentity: r.opts.Limits.MaxInFlightBytesPerIdentity,
 		InstallNamespace: r.opts.Namespace, Registerer: r.opts.Registerer, Logger: r.log.WithName("stream"),
 	})
 	if err != nil {
@@ -128,8 +141,8 @@ func (r *Runner) address(port int32) string {
 	return net.JoinHostPort(r.opts.Host, strconv.Itoa(int(port)))
 }
 
-// serve binds addr and serves gs on it, through wrap when not nil (the stream listener's
-// connection cap), until stop; a Serve that ends on its own marks the generation failed.
+// serve binds addr and serves gs on it, through wrap when not nil (the listener's connection
+// caps), until stop; a Serve that ends on its own marks the generation failed.
 func (g *generation) serve(ctx context.Context, gs *grpc.Server, addr string, wrap func(net.Listener) net.Listener) (string, error) {
 	var lc net.ListenConfig
 	lis, err := lc.Listen(ctx, "tcp", addr)

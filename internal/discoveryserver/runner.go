@@ -61,6 +61,8 @@ type Options struct {
 	Scopes    stream.ScopeAuthority
 	// Host is the address to listen on, all interfaces when empty.
 	Host string
+	// Limits are the listeners' connection and memory limits; zero fields take their defaults.
+	Limits Limits
 	// Registerer receives the listeners' metrics; nil leaves them unregistered.
 	Registerer    prometheus.Registerer
 	Logger        logr.Logger

@@ -34,6 +34,8 @@ type SetupOptions struct {
 	Scopes    stream.ScopeAuthority
 	// Host is the listen address, all interfaces when empty.
 	Host string
+	// Limits are the listeners' connection and memory limits (RegisterLimitFlags).
+	Limits Limits
 }
 
 // Components are the pieces Setup wired, for the provisioner to feed.
@@ -78,7 +80,7 @@ func Setup(mgr manager.Manager, o SetupOptions) (*Components, error) {
 		Authenticator: auth,
 		Allowlist:     c.Allowlist,
 		Reporter:      identity.NewReporter(recorder, identity.ControllerReference(o.Namespace, o.PodName, o.ConfigName)),
-		Snapshots:     o.Snapshots, Scopes: o.Scopes, Host: o.Host,
+		Snapshots:     o.Snapshots, Scopes: o.Scopes, Host: o.Host, Limits: o.Limits,
 		Registerer: crmetrics.Registry, Logger: log,
 	})
 	if err != nil {

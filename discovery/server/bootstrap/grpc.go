@@ -21,7 +21,7 @@ const (
 	// handshakeTimeout bounds a connection's TLS handshake.
 	handshakeTimeout = 10 * time.Second
 	// maxIdle closes bootstrap connections nobody uses: a proxy bootstraps about twice a day.
-	// A Listener's ServerOptions count only Bootstrap calls as use.
+	// Connections.ServerOptions count only Bootstrap calls as use.
 	maxIdle = DefaultMaxConnectionIdle
 	// maxConcurrentStreams bounds the calls one connection may have in progress.
 	maxConcurrentStreams = 4
@@ -29,9 +29,9 @@ const (
 
 // NewGRPCServer returns the gRPC server of the bootstrap listener with s registered: TLS 1.3
 // with tlsConfig (tlsconfig.BootstrapServer), only the Bootstrap method reachable, request size
-// capped, connections closed when idle and at DefaultMaxConnectionAge. opts come last: serve
-// it on a Listener with that Listener's ServerOptions, which cap connections in total and per
-// source and count only Bootstrap calls as activity. There is no way to build it without TLS.
+// capped, connections closed when idle and at DefaultMaxConnectionAge. opts come last: pass
+// Connections.ServerOptions and serve on Connections.Listener to cap connections in total and
+// per source and count only Bootstrap calls as activity. There is no way to build it without TLS.
 func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption) (*grpc.Server, error) {
 	if tlsConfig == nil {
 		return nil, errors.New("bootstrap: a TLS config is required")

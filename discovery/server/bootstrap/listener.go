@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -39,8 +40,8 @@ const (
 	connectionAgeGrace = 15 * time.Second
 )
 
-// ListenerConfig configures a Listener; zero fields take their defaults.
-type ListenerConfig struct {
+// ConnectionsConfig configures Connections; zero fields take their defaults.
+type ConnectionsConfig struct {
 	// MaxConnections caps the connections open at once, MaxConnectionsPerSource those of one
 	// source address; connections beyond are closed at accept, before any TLS work.
 	MaxConnections          int
@@ -56,7 +57,7 @@ type ListenerConfig struct {
 	Logger     logr.Logger
 }
 
-func (c *ListenerConfig) defaults() {
+func (c *ConnectionsConfig) defaults() {
 	c.MaxConnections = limitOr(c.MaxConnections, DefaultMaxConnections)
 	c.MaxConnectionsPerSource = limitOr(c.MaxConnectionsPerSource, DefaultMaxConnectionsPerSource)
 	c.BusyHandshakeTimeout = limitOr(c.BusyHandshakeTimeout, DefaultBusyHandshakeTimeout)
@@ -72,20 +73,22 @@ func limitOr[T int | time.Duration](v, def T) T {
 	return v
 }
 
-// Listener is the bootstrap listener's socket behind its connection limits. Serve the gRPC
-// server built with its ServerOptions on it.
-type Listener struct {
-	*connlimit.Listener
-	cfg     ListenerConfig
+// Connections are the connection limits of the bootstrap listener. Build the gRPC server with
+// its ServerOptions and serve it on what Listener returns.
+type Connections struct {
+	cfg     ConnectionsConfig
 	refused *prometheus.CounterVec
 	log     logr.Logger
 	quiet   *quiet.Limiter
+
+	mu        sync.Mutex
+	listeners []*connlimit.Listener
 }
 
-// NewListener wraps lis with the limits of cfg and registers the refusal metric.
-func NewListener(lis net.Listener, cfg ListenerConfig) (*Listener, error) {
+// NewConnections fills in the defaults of cfg and registers the refusal metric.
+func NewConnections(cfg ConnectionsConfig) (*Connections, error) {
 	cfg.defaults()
-	l := &Listener{
+	c := &Connections{
 		cfg: cfg, log: cfg.Logger, quiet: quiet.New(quiet.DefaultBurst, quiet.DefaultInterval),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coxswain_discovery_bootstrap_connections_refused_total",
@@ -93,47 +96,74 @@ func NewListener(lis net.Listener, cfg ListenerConfig) (*Listener, error) {
 		}, []string{"reason"}),
 	}
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(l.refused); err != nil {
+		if err := cfg.Registerer.Register(c.refused); err != nil {
 			return nil, fmt.Errorf("register bootstrap listener metrics: %w", err)
 		}
 	}
-	l.Listener = connlimit.New(lis, connlimit.Config{
-		Max: cfg.MaxConnections, PerSource: cfg.MaxConnectionsPerSource,
-		BusyHandshakeTimeout: cfg.BusyHandshakeTimeout, IdleTimeout: cfg.MaxConnectionIdle,
-		Refused: l.refusedConnection,
-	})
-	return l, nil
+	return c, nil
 }
 
-// ServerOptions are the options NewGRPCServer needs to serve on l: only Bootstrap calls count
-// as activity, and connections end at the maximum age.
-func (l *Listener) ServerOptions() []grpc.ServerOption {
+// Listener wraps lis, the bootstrap listener's socket: at most MaxConnections connections open
+// at once and MaxConnectionsPerSource from one source address, those beyond closed as soon as
+// accepted, before any TLS work, and counted as refused; above half the cap a new connection must
+// finish its handshake within BusyHandshakeTimeout; a connection without a Bootstrap call for
+// MaxConnectionIdle is closed.
+func (c *Connections) Listener(lis net.Listener) net.Listener {
+	l := connlimit.New(lis, connlimit.Config{
+		Max: c.cfg.MaxConnections, PerSource: c.cfg.MaxConnectionsPerSource,
+		BusyHandshakeTimeout: c.cfg.BusyHandshakeTimeout, IdleTimeout: c.cfg.MaxConnectionIdle,
+		Refused: c.refusedConnection,
+	})
+	c.mu.Lock()
+	c.listeners = append(c.listeners, l)
+	c.mu.Unlock()
+	return l
+}
+
+// ServerOptions are the options NewGRPCServer takes to serve on c's listeners: only Bootstrap
+// calls count as activity, and connections end at the maximum age.
+func (c *Connections) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(l.activity),
+		grpc.ChainUnaryInterceptor(c.activity),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			MaxConnectionIdle: l.cfg.MaxConnectionIdle,
-			MaxConnectionAge:  l.cfg.MaxConnectionAge, MaxConnectionAgeGrace: connectionAgeGrace,
+			MaxConnectionIdle: c.cfg.MaxConnectionIdle,
+			MaxConnectionAge:  c.cfg.MaxConnectionAge, MaxConnectionAgeGrace: connectionAgeGrace,
 			Time: discoveryv1.KeepaliveInterval, Timeout: discoveryv1.KeepaliveTimeout,
 		}),
 	}
 }
 
 // activity marks the connection of a Bootstrap call busy while the call runs.
-func (l *Listener) activity(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (c *Connections) activity(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if info.FullMethod == discoveryv1.Discovery_Bootstrap_FullMethodName {
-		if p, ok := peer.FromContext(ctx); ok {
-			if c := l.Lookup(p.LocalAddr, p.Addr); c != nil {
-				defer c.Busy()()
-			}
+		if conn := c.connection(ctx); conn != nil {
+			defer conn.Busy()()
 		}
 	}
 	return handler(ctx, req)
 }
 
+// connection returns the connection of the call of ctx, nil when none of c's listeners holds it.
+func (c *Connections) connection(ctx context.Context) *connlimit.Conn {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	listeners := c.listeners
+	c.mu.Unlock()
+	for _, l := range listeners {
+		if conn := l.Lookup(p.LocalAddr, p.Addr); conn != nil {
+			return conn
+		}
+	}
+	return nil
+}
+
 // refusedConnection counts and logs, unless logged too often lately, a connection closed at accept.
-func (l *Listener) refusedConnection(reason connlimit.Reason, source string) {
-	l.refused.WithLabelValues(string(reason)).Inc()
-	if ok, suppressed := l.quiet.Allow(string(reason)+" "+source, time.Now()); ok {
-		l.log.Info("Refused bootstrap connection", "source", source, "reason", reason, "suppressed", suppressed)
+func (c *Connections) refusedConnection(reason connlimit.Reason, source string) {
+	c.refused.WithLabelValues(string(reason)).Inc()
+	if ok, suppressed := c.quiet.Allow(string(reason)+" "+source, time.Now()); ok {
+		c.log.Info("Refused bootstrap connection", "source", source, "reason", reason, "suppressed", suppressed)
 	}
 }

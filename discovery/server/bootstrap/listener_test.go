@@ -21,33 +21,33 @@ import (
 // listenerEnv is a bootstrap service served behind its connection limits.
 type listenerEnv struct {
 	*env
-	lis  *Listener
-	addr string
+	conns *Connections
+	addr  string
 }
 
-func newListenerEnv(t *testing.T, lc ListenerConfig, configure ...func(*Config)) *listenerEnv {
+func newListenerEnv(t *testing.T, cc ConnectionsConfig, configure ...func(*Config)) *listenerEnv {
 	t.Helper()
 	e := newEnv(t, configure...)
 	raw, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc.Registerer = e.registry
-	lis, err := NewListener(raw, lc)
+	cc.Registerer = e.registry
+	conns, err := NewConnections(cc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs, err := e.svc.NewGRPCServer(e.pki.BootstrapServerTLS(), lis.ServerOptions()...)
+	gs, err := e.svc.NewGRPCServer(e.pki.BootstrapServerTLS(), conns.ServerOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- gs.Serve(lis) }()
+	go func() { done <- gs.Serve(conns.Listener(raw)) }()
 	t.Cleanup(func() {
 		gs.Stop()
 		t.Logf("serve ended: %v", <-done)
 	})
-	return &listenerEnv{env: e, lis: lis, addr: raw.Addr().String()}
+	return &listenerEnv{env: e, conns: conns, addr: raw.Addr().String()}
 }
 
 // connEnds counts the connections of a client that ended.
@@ -89,7 +89,7 @@ func (e *listenerEnv) silent(t *testing.T, source string, n int) []net.Conn {
 }
 
 func (e *listenerEnv) refused(reason string) float64 {
-	return testutil.ToFloat64(e.lis.refused.WithLabelValues(reason))
+	return testutil.ToFloat64(e.conns.refused.WithLabelValues(reason))
 }
 
 // pollUntil polls cond until it holds or a deadline passes.
@@ -108,7 +108,7 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 // beyond it they are closed at accept, and a proxy from another address still bootstraps.
 func TestBootstrapConnectionsPerSourceAreCapped(t *testing.T) {
 	t.Parallel()
-	e := newListenerEnv(t, ListenerConfig{MaxConnections: 8, MaxConnectionsPerSource: 4})
+	e := newListenerEnv(t, ConnectionsConfig{MaxConnections: 8, MaxConnectionsPerSource: 4})
 	e.silent(t, "127.0.0.2", 12)
 	pollUntil(t, "the flood to be refused", func() bool { return e.refused("TooManyConnectionsFromSource") == 8 })
 	c := discoveryv1.NewDiscoveryClient(e.dial(t, "127.0.0.3"))
@@ -121,7 +121,7 @@ func TestBootstrapConnectionsPerSourceAreCapped(t *testing.T) {
 // them; one beyond is closed at accept.
 func TestBootstrapConnectionsAreCappedInTotal(t *testing.T) {
 	t.Parallel()
-	e := newListenerEnv(t, ListenerConfig{MaxConnections: 4, MaxConnectionsPerSource: 2})
+	e := newListenerEnv(t, ConnectionsConfig{MaxConnections: 4, MaxConnectionsPerSource: 2})
 	for _, source := range []string{"127.0.0.2", "127.0.0.3"} {
 		e.silent(t, source, 2)
 	}
@@ -140,7 +140,7 @@ func TestBootstrapConnectionsAreCappedInTotal(t *testing.T) {
 // health far more often than the idle limit, and never bootstraps, sees its connection closed.
 func TestHealthChecksDoNotKeepABootstrapConnectionAlive(t *testing.T) {
 	t.Parallel()
-	e := newListenerEnv(t, ListenerConfig{MaxConnections: 8, MaxConnectionsPerSource: 4, MaxConnectionIdle: 300 * time.Millisecond})
+	e := newListenerEnv(t, ConnectionsConfig{MaxConnections: 8, MaxConnectionsPerSource: 4, MaxConnectionIdle: 300 * time.Millisecond})
 	ends := &connEnds{}
 	health := healthpb.NewHealthClient(e.dial(t, "127.0.0.2", grpc.WithStatsHandler(ends)))
 	deadline := time.Now().Add(5 * time.Second)
@@ -157,7 +157,7 @@ func TestHealthChecksDoNotKeepABootstrapConnectionAlive(t *testing.T) {
 func TestABootstrapInProgressIsNotIdle(t *testing.T) {
 	t.Parallel()
 	gate := make(chan struct{})
-	e := newListenerEnv(t, ListenerConfig{MaxConnections: 8, MaxConnectionsPerSource: 4, MaxConnectionIdle: 200 * time.Millisecond},
+	e := newListenerEnv(t, ConnectionsConfig{MaxConnections: 8, MaxConnectionsPerSource: 4, MaxConnectionIdle: 200 * time.Millisecond},
 		func(c *Config) { c.Authenticator = &fakeAuthenticator{principal: sharedProxy, gate: gate} })
 	time.AfterFunc(time.Second, func() { close(gate) })
 	if _, err := discoveryv1.NewDiscoveryClient(e.dial(t, "127.0.0.2")).Bootstrap(t.Context(), request(t)); err != nil {
@@ -168,7 +168,7 @@ func TestABootstrapInProgressIsNotIdle(t *testing.T) {
 // Tests that a bootstrap connection lives no longer than the maximum age, busy or not.
 func TestBootstrapConnectionsLiveNoLongerThanTheirAge(t *testing.T) {
 	t.Parallel()
-	e := newListenerEnv(t, ListenerConfig{MaxConnections: 8, MaxConnectionsPerSource: 4, MaxConnectionAge: 300 * time.Millisecond})
+	e := newListenerEnv(t, ConnectionsConfig{MaxConnections: 8, MaxConnectionsPerSource: 4, MaxConnectionAge: 300 * time.Millisecond})
 	ends := &connEnds{}
 	c := discoveryv1.NewDiscoveryClient(e.dial(t, "127.0.0.2", grpc.WithStatsHandler(ends)))
 	deadline := time.Now().Add(5 * time.Second)

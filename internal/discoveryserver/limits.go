@@ -1,0 +1,53 @@
+package discoveryserver
+
+import (
+	"flag"
+	"time"
+
+	"coxswain.dev/coxswain/discovery/server/bootstrap"
+	"coxswain.dev/coxswain/discovery/server/stream"
+)
+
+// Limits are the connection and memory limits of the discovery listeners that the operator's
+// flags set; a zero field takes the listener's default.
+type Limits struct {
+	// MaxConnections and MaxConnectionsPerSource cap the stream listener's connections in
+	// total and per source address.
+	MaxConnections          int
+	MaxConnectionsPerSource int
+	// BootstrapMaxConnections and BootstrapMaxConnectionsPerSource cap the bootstrap listener's.
+	BootstrapMaxConnections          int
+	BootstrapMaxConnectionsPerSource int
+	// BusyHandshakeTimeout bounds, on both listeners, the handshake of a connection accepted
+	// while more than half the cap is taken.
+	BusyHandshakeTimeout time.Duration
+	// MaxInFlightBytesPerIdentity caps the bytes of snapshots one identity's streams have sent
+	// and not had answered.
+	MaxInFlightBytesPerIdentity int
+}
+
+// RegisterLimitFlags registers the flags of the listener limits on fs, with their defaults, and
+// returns what they set once fs is parsed.
+func RegisterLimitFlags(fs *flag.FlagSet) *Limits {
+	l := &Limits{}
+	fs.IntVar(&l.MaxConnections, "discovery-max-connections", stream.DefaultMaxConnections,
+		"Connections the stream listener holds at once; more are closed at accept.")
+	fs.IntVar(&l.MaxConnectionsPerSource, "discovery-max-connections-per-source", stream.DefaultMaxConnectionsPerSource,
+		"Stream listener connections one source address may hold; more are closed at accept.")
+	fs.IntVar(&l.BootstrapMaxConnections, "discovery-bootstrap-max-connections", bootstrap.DefaultMaxConnections,
+		"Connections the bootstrap listener holds at once; more are closed at accept.")
+	fs.IntVar(&l.BootstrapMaxConnectionsPerSource, "discovery-bootstrap-max-connections-per-source", bootstrap.DefaultMaxConnectionsPerSource,
+		"Bootstrap listener connections one source address may hold; more are closed at accept.")
+	fs.DurationVar(&l.BusyHandshakeTimeout, "discovery-busy-handshake-timeout", stream.DefaultBusyHandshakeTimeout,
+		"Handshake deadline of a connection accepted while a discovery listener holds more than half its cap (10s otherwise).")
+	fs.IntVar(&l.MaxInFlightBytesPerIdentity, "discovery-max-inflight-bytes-per-identity", stream.DefaultMaxInFlightBytesPerIdentity,
+		"Bytes of snapshots the streams of one proxy identity may have sent and not had answered; a push beyond closes its stream.")
+	return l
+}
+
+func (l Limits) bootstrapConnections() bootstrap.ConnectionsConfig {
+	return bootstrap.ConnectionsConfig{
+		MaxConnections: l.BootstrapMaxConnections, MaxConnectionsPerSource: l.BootstrapMaxConnectionsPerSource,
+		BusyHandshakeTimeout: l.BusyHandshakeTimeout,
+	}
+}
