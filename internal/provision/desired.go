@@ -173,10 +173,7 @@ func (m Model) container() corev1.Container {
 	if m.needsLowPorts() {
 		caps.Add = []corev1.Capability{"NET_BIND_SERVICE"}
 	}
-	resources := m.Defaults.Resources
-	if m.Params.Resources != nil {
-		resources = *m.Params.Resources
-	}
+	resources := m.resources()
 	return corev1.Container{
 		Name:  containerName,
 		Image: m.image(),
@@ -193,6 +190,7 @@ func (m Model) container() corev1.Container {
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAME", ValueFrom: fieldRef("metadata.name")},
 			{Name: "POD_NAMESPACE", ValueFrom: fieldRef("metadata.namespace")},
+			goMemLimit(resources),
 		},
 		Ports:          ports,
 		Resources:      resources,
