@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
@@ -205,4 +206,67 @@ func getEchoWithClientCert(t *testing.T, addr string, cert *tls.Certificate, h2 
 		t.Fatal(err)
 	}
 	return e
+}
+
+// trailing is a raw backend that answers every request with a chunked body and the trailers
+// X-Secret, X-Set and X-Keep (announced) and X-Late (not announced).
+func trailing(b *rawBackend, br *bufio.Reader, c net.Conn) {
+	for {
+		if _, err := b.read(br); err != nil {
+			return
+		}
+		_, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nTrailer: X-Secret, X-Set, X-Keep\r\nTransfer-Encoding: chunked\r\n\r\n"+
+			"2\r\nok\r\n0\r\nX-Secret: leaked\r\nX-Set: backend\r\nX-Keep: kept\r\nX-Late: late\r\n\r\n")
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Tests that a route's and a backend's response header filters apply to the response's
+// trailers too: a trailer of a field they remove, set or add never reaches the client, over
+// HTTP/1.1 and HTTP/2, announced or not; other trailers are relayed.
+func TestResponseTrailersFollowHeaderFilters(t *testing.T) {
+	t.Parallel()
+	be := newRawBackend(t, trailing)
+	d := start(t, dataplane.Options{})
+	proxy := routeAll(t, d, be.addr(), func(r *discoveryv1.Route) {
+		r.Filters = []*discoveryv1.Filter{filter(&discoveryv1.Filter_ResponseHeaders{ResponseHeaders: &discoveryv1.HeaderModifier{
+			Remove: []string{"X-Secret"}, Set: []*discoveryv1.Header{{Name: "X-Set", Value: "route"}},
+		}})}
+		r.Backends[0].Filters = []*discoveryv1.Filter{filter(&discoveryv1.Filter_ResponseHeaders{ResponseHeaders: &discoveryv1.HeaderModifier{
+			Remove: []string{"x-late"},
+		}})}
+	})
+	resp, err := client(proxy).Get("http://x/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if string(body) != "ok" || resp.Header.Get("X-Set") != "route" {
+		t.Fatalf("HTTP/1.1: got %q with X-Set %q", body, resp.Header.Get("X-Set"))
+	}
+	for _, name := range []string{"X-Secret", "X-Set", "X-Late"} {
+		if v, ok := resp.Trailer[name]; ok {
+			t.Errorf("HTTP/1.1: trailer %s: %q reached the client", name, v)
+		}
+	}
+	if got := resp.Trailer.Get("X-Keep"); got != "kept" {
+		t.Errorf("HTTP/1.1: trailer X-Keep %q, want kept", got)
+	}
+	h := dialH2(t, proxy)
+	h.request(1, true, get("x", "/")...)
+	got := h.await(1)
+	if got.status != 200 || string(got.body) != "ok" {
+		t.Fatalf("HTTP/2: got %d %q", got.status, got.body)
+	}
+	for _, name := range []string{"x-secret", "x-set", "x-late"} {
+		if v, ok := got.trailers[name]; ok {
+			t.Errorf("HTTP/2: trailer %s: %q reached the client", name, v)
+		}
+	}
+	if got.trailers["x-keep"] != "kept" {
+		t.Errorf("HTTP/2: trailers %v, want x-keep", got.trailers)
+	}
 }

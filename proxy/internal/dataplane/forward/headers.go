@@ -178,6 +178,17 @@ func dropManagedTrailers(t http.Header, r *router.Route) {
 	}
 }
 
+// dropFilteredTrailers removes from a response's trailers every field that the route's or
+// backend b's response header filters set, add or remove: the filters apply to the header,
+// and a trailer of the same field would bring back what they removed or replaced.
+func dropFilteredTrailers(t http.Header, r *router.Route, b *router.Backend) {
+	for name := range t {
+		if modifies(r.ResponseHeaders, name) || b.Filters != nil && modifies(b.Filters.ResponseHeaders, name) {
+			delete(t, name)
+		}
+	}
+}
+
 // isWebSocket says whether the request asks to upgrade to WebSocket (HTTP/1.1 only: HTTP/2
 // has no Upgrade).
 func isWebSocket(r *http.Request) bool {

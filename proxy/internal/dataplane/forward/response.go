@@ -53,6 +53,7 @@ func (x *exchange) relay(resp *http.Response, b *router.Backend, cancel context.
 	if c := x.route.CORS; c != nil {
 		x.corsResponse(hdr, c)
 	}
+	dropFilteredTrailers(resp.Trailer, x.route, b)
 	var announced map[string]bool
 	if len(resp.Trailer) > 0 {
 		announced = make(map[string]bool, len(resp.Trailer))
@@ -70,6 +71,7 @@ func (x *exchange) relay(resp *http.Response, b *router.Backend, cancel context.
 	if err := x.copyResponse(resp, cancel); err != nil {
 		return resp.StatusCode
 	}
+	dropFilteredTrailers(resp.Trailer, x.route, b) // the trailers as they arrived
 	for k, vs := range resp.Trailer {
 		if announced[k] {
 			hdr[k] = vs
