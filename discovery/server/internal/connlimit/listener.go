@@ -99,7 +99,10 @@ func (l *Listener) admit(raw net.Conn, source string) (*Conn, Reason) {
 	l.conns[c.key] = c
 	l.perSource[source]++
 	if l.cfg.IdleTimeout > 0 {
+		// Under c's lock, which checkIdle takes first: the timer may fire before the assignment.
+		c.mu.Lock()
 		c.idle = time.AfterFunc(l.cfg.IdleTimeout, c.checkIdle)
+		c.mu.Unlock()
 	}
 	return c, ""
 }
