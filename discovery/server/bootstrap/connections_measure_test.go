@@ -20,7 +20,7 @@ import (
 const envMeasureChild = "COXSWAIN_MEASURE_CHILD"
 
 // Measures what an idle bootstrap connection costs the server: TLS done, the HTTP/2 preface and
-// SETTINGS sent, nothing more. The server runs in a child process, so the client's own
+// SETTINGS sent, nothing more; then a silent one, TCP only, waiting for its handshake. The server runs in a child process, so the client's own
 // connections are not counted. Set COXSWAIN_MEASURE=1 (and COXSWAIN_MEASURE_CONNS, 1000 by
 // default) to run it.
 func TestMeasureIdleBootstrapConnectionCost(t *testing.T) {
@@ -63,18 +63,26 @@ func TestMeasureIdleBootstrapConnectionCost(t *testing.T) {
 		g, _ := strconv.ParseFloat(f[2], 64)
 		return h, s, g
 	}
-	heap0, stack0, g0 := stats()
-	conns := make([]net.Conn, 0, n)
-	for i := range n {
-		conns = append(conns, idleHTTP2(t, addr, fmt.Sprintf("127.0.%d.%d", 1+i/250, 1+i%250)))
-	}
-	time.Sleep(2 * time.Second) // lets the server finish its side of every handshake: a measurement
-	heap1, stack1, g1 := stats()
-	t.Logf("%d idle bootstrap connections: heap in use %+.1f MiB (%.1f KiB each), stacks %+.1f MiB (%.1f KiB each), goroutines %+.0f (%.1f each)",
-		n, (heap1-heap0)/(1<<20), (heap1-heap0)/float64(n)/1024, (stack1-stack0)/(1<<20), (stack1-stack0)/float64(n)/1024,
-		g1-g0, (g1-g0)/float64(n))
-	for _, c := range conns {
-		_ = c.Close()
+	for _, kind := range []string{"idle HTTP/2", "silent TCP"} {
+		heap0, stack0, g0 := stats()
+		conns := make([]net.Conn, 0, n)
+		for i := range n {
+			source := fmt.Sprintf("127.0.%d.%d", 1+i/250, 1+i%250)
+			if kind == "silent TCP" {
+				conns = append(conns, silentTCP(t, addr, source))
+			} else {
+				conns = append(conns, idleHTTP2(t, addr, source))
+			}
+		}
+		time.Sleep(2 * time.Second) // lets the server finish its side of every connection: a measurement
+		heap1, stack1, g1 := stats()
+		t.Logf("%d %s connections: heap in use %+.1f MiB (%.1f KiB each), stacks %+.1f MiB (%.1f KiB each), goroutines %+.0f (%.1f each)",
+			n, kind, (heap1-heap0)/(1<<20), (heap1-heap0)/float64(n)/1024, (stack1-stack0)/(1<<20), (stack1-stack0)/float64(n)/1024,
+			g1-g0, (g1-g0)/float64(n))
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		time.Sleep(time.Second) // lets the server release them before the next kind: a measurement
 	}
 	_, _ = io.WriteString(stdin, "quit\n")
 	_ = child.Wait()
@@ -96,6 +104,18 @@ func idleHTTP2(t *testing.T, addr, source string) net.Conn {
 	}
 	if _, err := io.WriteString(conn, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
 		t.Fatal(err)
+	}
+	return conn
+}
+
+// silentTCP opens a TCP connection from source that sends nothing: it holds a slot until the
+// handshake deadline.
+func silentTCP(t *testing.T, addr, source string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: 10 * time.Second}
+	conn, err := d.DialContext(t.Context(), "tcp", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", source, err)
 	}
 	return conn
 }
