@@ -196,6 +196,10 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 			IsLeader:    isLeader,
 			TrustCopies: disc.TrustCopies,
 			Metrics:     metrics,
+			SharedPoolLimits: func() (int32, int32) {
+				s := store.Get()
+				return s.MaxSharedGatewaysPerNamespace, s.MaxSharedPortsPerNamespace
+			},
 			TrustAnyEndpointSlice: func() bool {
 				return store.Get().EndpointSlices == v1alpha1.EndpointSliceTrustAny
 			},
@@ -221,6 +225,10 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		Defaults:        func() provision.Defaults { return proxyDefaults(o, store.Get()) },
 		DefaultsChanged: store.Subscribe(),
 		Recorder:        mgr.GetEventRecorder("coxswain"),
+		SharedPoolLimits: func() (int32, int32) {
+			s := store.Get()
+			return s.MaxSharedGatewaysPerNamespace, s.MaxSharedPortsPerNamespace
+		},
 	}
 	if err := prov.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up provisioning controller: %w", err)
@@ -241,6 +249,9 @@ func proxyDefaults(o *options, s settings.Settings) provision.Defaults {
 		BootstrapEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.BootstrapPort)),
 		ControllerNamespace:      o.namespace,
 		ControllerServiceAccount: o.controllerSA,
+		AllowedImages:            s.AllowedProxyImages,
+		SharedLabelPrefixes:      s.SharedServiceLabelPrefixes,
+		SharedAnnotationPrefixes: s.SharedServiceAnnotationPrefixes,
 	}
 }
 

@@ -72,6 +72,14 @@ type gatewayAPI struct {
 // empty).
 func startGatewayAPI(t *testing.T, leader bool, namespace string) *gatewayAPI {
 	t.Helper()
+	return startGatewayAPIWith(t, leader, graph.Options{Namespace: namespace})
+}
+
+// startGatewayAPIWith is startGatewayAPI with the pipeline's graph options; opts.Namespace is the
+// operator's.
+func startGatewayAPIWith(t *testing.T, leader bool, opts graph.Options) *gatewayAPI {
+	t.Helper()
+	namespace := opts.Namespace
 	h := &gatewayAPI{t: t, c: newGatewayClient(t), cache: cache.New(nil), auth: scopeauth.New(), metrics: prometheus.NewRegistry()}
 	metrics, err := rebuild.NewMetrics(h.metrics)
 	if err != nil {
@@ -85,7 +93,7 @@ func startGatewayAPI(t *testing.T, leader bool, namespace string) *gatewayAPI {
 			Client: mgr.GetClient(),
 			Cache:  mgr.GetCache(),
 			Pipeline: &rebuild.Pipeline{
-				Graph: graph.Options{Namespace: namespace},
+				Graph: opts,
 				Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load, Metrics: metrics,
 				Status: &status.Writer{
 					Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: namespace,

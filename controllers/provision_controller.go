@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -41,6 +42,11 @@ import (
 // name is held by an object the Gateway does not own; nothing is provisioned over it.
 const ReasonProxyNameTaken = "ProxyNameTaken"
 
+// ReasonImageNotAllowed is the reason of the Warning event on a Gateway whose own parameters name
+// an image the CoxswainConfig's spec.proxy.allowedImages does not list; its proxy runs the
+// default image.
+const ReasonImageNotAllowed = "ImageNotAllowed"
+
 // errParametersLag says the graph, built from the parameters' metadata cache, found parameters
 // that the typed cache no longer holds (or not yet).
 var errParametersLag = errors.New("parameters seen by the graph are not in the cache")
@@ -65,7 +71,11 @@ type ProvisionReconciler struct {
 	// DefaultsChanged, when set, receives a value after each change of what Defaults returns
 	// (settings.Store.Subscribe()); every Gateway is then reconciled again.
 	DefaultsChanged <-chan struct{}
-	Recorder        events.EventRecorder
+	// SharedPoolLimits, when set, gives the graph's per-namespace caps of the shared pool
+	// (MaxSharedGatewaysPerNamespace, MaxSharedPortsPerNamespace) at every reconcile, as the
+	// pipeline's graph gets them.
+	SharedPoolLimits func() (gateways, ports int32)
+	Recorder         events.EventRecorder
 }
 
 // +kubebuilder:rbac:groups="",resources=serviceaccounts;services,verbs=get;list;watch;create;update;patch;delete
@@ -90,6 +100,9 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil // deleted: the garbage collector removes what it owned
 	}
 	gw := gatewayOf(g, req.NamespacedName)
+	if gw != nil {
+		r.warnSharedPoolLimits(ctx, src, gw)
+	}
 	if gw != nil && r.keepServing(src, gw) {
 		return ctrl.Result{}, nil
 	}
@@ -134,7 +147,34 @@ func (r *ProvisionReconciler) graphOptions() graph.Options {
 	if opts.Namespace == "" {
 		opts.Namespace = wellknown.InstallNamespace
 	}
+	if r.SharedPoolLimits != nil {
+		opts.MaxSharedGatewaysPerNamespace, opts.MaxSharedPortsPerNamespace = r.SharedPoolLimits()
+	}
 	return opts
+}
+
+// warnSharedPoolLimits records a Warning event on a Gateway that the shared pool's caps of its
+// namespace refuse (NamespaceLimitReached) or leave listeners without an internal port
+// (PortsExhausted), besides its conditions, and logs it.
+func (r *ProvisionReconciler) warnSharedPoolLimits(ctx context.Context, src *gwapiv1.Gateway, gw *graph.Gateway) {
+	accepted := meta.FindStatusCondition(gw.Conditions, string(gwapiv1.GatewayConditionAccepted))
+	if accepted != nil && accepted.Reason == conditions.ReasonNamespaceLimitReached {
+		r.Recorder.Eventf(src, nil, corev1.EventTypeWarning, accepted.Reason, "Provision", "%s", accepted.Message)
+		log.FromContext(ctx).Info("Refused a shared pool Gateway over its namespace's limit", "reason", accepted.Reason)
+		return
+	}
+	var refused []string
+	msg := ""
+	for _, l := range gw.AllListeners() {
+		if c := meta.FindStatusCondition(l.Conditions, string(gwapiv1.ListenerConditionProgrammed)); c != nil && c.Reason == conditions.ReasonPortsExhausted {
+			refused, msg = append(refused, l.QualifiedName()), c.Message
+		}
+	}
+	if len(refused) > 0 {
+		r.Recorder.Eventf(src, nil, corev1.EventTypeWarning, conditions.ReasonPortsExhausted, "Provision",
+			"Listeners %s are not served: %s", strings.Join(refused, ", "), msg)
+		log.FromContext(ctx).Info("Left shared pool listeners without an internal port", "listeners", refused, "reason", conditions.ReasonPortsExhausted)
+	}
 }
 
 // gatewayOf returns the Gateway of key in g, nil when it is not one of ours.
@@ -248,10 +288,17 @@ func (r *ProvisionReconciler) desired(ctx context.Context, gw *graph.Gateway) ([
 	if err != nil {
 		return nil, fmt.Errorf("get parameters %s: %w", gw.Parameters, err)
 	}
-	if m, ok := provision.ModelOf(gw, params, r.Defaults()); ok {
-		return provision.Objects(m), nil
+	m, ok := provision.ModelOf(gw, params, r.Defaults())
+	if !ok {
+		return nil, nil
 	}
-	return nil, nil
+	if m.RefusedImage != "" {
+		r.Recorder.Eventf(gw.Source, nil, corev1.EventTypeWarning, ReasonImageNotAllowed, "Provision",
+			"Image %q of CoxswainGatewayParameters %s is not in the CoxswainConfig's spec.proxy.allowedImages; the proxy runs the default image",
+			m.RefusedImage, gw.Parameters)
+		log.FromContext(ctx).Info("Refused the image of a Gateway's own parameters", "image", m.RefusedImage, "parameters", gw.Parameters)
+	}
+	return provision.Objects(m), nil
 }
 
 // taken returns the first object of want whose name is held by an object the Gateway does not

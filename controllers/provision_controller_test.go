@@ -39,6 +39,13 @@ var testDefaults = provision.Defaults{
 // of shared pool Gateways go there.
 func startProvision(t *testing.T, namespace string) *ProvisionReconciler {
 	t.Helper()
+	return startProvisionWith(t, graph.Options{Namespace: namespace}, testDefaults)
+}
+
+// startProvisionWith is startProvision with the graph options (opts.Namespace is the operator's)
+// and the proxy defaults.
+func startProvisionWith(t *testing.T, opts graph.Options, defaults provision.Defaults) *ProvisionReconciler {
+	t.Helper()
 	byObject := ProvisionCacheOptions()
 	for k, v := range GatewayAPICacheOptions() {
 		byObject[k] = v
@@ -49,8 +56,8 @@ func startProvision(t *testing.T, namespace string) *ProvisionReconciler {
 			Client:   mgr.GetClient(),
 			Cache:    mgr.GetCache(),
 			Reader:   mgr.GetAPIReader(),
-			Graph:    graph.Options{Namespace: namespace},
-			Defaults: func() provision.Defaults { return testDefaults },
+			Graph:    opts,
+			Defaults: func() provision.Defaults { return defaults },
 			Recorder: mgr.GetEventRecorder("coxswain"),
 		}
 		return r.SetupWithManager(mgr)

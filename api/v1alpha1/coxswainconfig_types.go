@@ -40,6 +40,12 @@ type CoxswainConfigSpec struct {
 	// +optional
 	Proxy *ProxyDefaults `json:"proxy,omitempty"`
 
+	// SharedPool bounds what the Gateways served by the shared pool make the operator create in
+	// its own namespace, outside their namespaces' quotas: one Service per Gateway, carrying only
+	// the metadata allowed here, and internal ports of the pool.
+	// +optional
+	SharedPool *SharedPoolSpec `json:"sharedPool,omitempty"`
+
 	// Backends says which endpoints of the Services that routes name may receive traffic.
 	// +optional
 	Backends *BackendsSpec `json:"backends,omitempty"`
@@ -172,6 +178,57 @@ type ProxyDefaults struct {
 	// +optional
 	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
 	ServiceType *corev1.ServiceType `json:"serviceType,omitempty"`
+
+	// AllowedImages are the proxy images the CoxswainGatewayParameters of a Gateway's own
+	// spec.infrastructure.parametersRef may name in spec.image: an exact image reference, or a
+	// prefix ending with "*" ("registry.example/coxswain-proxy@sha256:*"). The proxy runs as the
+	// Gateway's identity and receives every key its Gateway names, so its image is the
+	// operator's choice: the image of parameters a GatewayClass names is always used, any other
+	// only when listed here. Default: none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +listType=set
+	AllowedImages []string `json:"allowedImages,omitempty"`
+}
+
+// SharedPoolSpec bounds what one namespace's Gateways take of the shared pool.
+type SharedPoolSpec struct {
+	// MaxGatewaysPerNamespace caps the shared pool Gateways of one namespace: the oldest are
+	// accepted, a newer one is Accepted=False with reason NamespaceLimitReached. Default 64.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxGatewaysPerNamespace *int32 `json:"maxGatewaysPerNamespace,omitempty"`
+
+	// MaxPortsPerNamespace caps the internal ports (one per distinct listener port of each
+	// Gateway) the shared pool Gateways of one namespace hold together; the range has 10,000. A
+	// listener port beyond it gets none, and its listener is Programmed=False with reason
+	// PortsExhausted. Default 256.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxPortsPerNamespace *int32 `json:"maxPortsPerNamespace,omitempty"`
+
+	// ServiceLabelPrefixes are the key prefixes of a shared pool Gateway's
+	// spec.infrastructure.labels that reach its Service in the operator's namespace; any other
+	// key stays behind. A prefix matches the start of a key ("example.com/" takes every key of
+	// that domain, "team" takes "team" and "team-name"). Default: none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +listType=set
+	ServiceLabelPrefixes []string `json:"serviceLabelPrefixes,omitempty"`
+
+	// ServiceAnnotationPrefixes are the key prefixes of a shared pool Gateway's
+	// spec.infrastructure.annotations that reach its Service, as ServiceLabelPrefixes. Annotations
+	// are what load balancers, external-dns and MetalLB read ("external-dns.alpha.kubernetes.io/",
+	// "metallb.io/"): allow only those your tenants may set for themselves. Default: none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +listType=set
+	ServiceAnnotationPrefixes []string `json:"serviceAnnotationPrefixes,omitempty"`
 }
 
 // EffectiveSettings are the settings in force after applying the CoxswainConfig over the
@@ -189,6 +246,10 @@ type EffectiveSettings struct {
 	ProxyReplicas         int32  `json:"proxyReplicas"`
 	// +optional
 	ProxyServiceType corev1.ServiceType `json:"proxyServiceType,omitempty"`
+	// +optional
+	MaxSharedGatewaysPerNamespace int32 `json:"maxSharedGatewaysPerNamespace,omitempty"`
+	// +optional
+	MaxSharedPortsPerNamespace int32 `json:"maxSharedPortsPerNamespace,omitempty"`
 	// +optional
 	EndpointSlices EndpointSliceTrust `json:"endpointSlices,omitempty"`
 }

@@ -17,7 +17,12 @@ type CoxswainGatewayParametersSpec struct {
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
-	// Image overrides the proxy container image.
+	// Image overrides the proxy container image. The proxy runs as the Gateway's identity and
+	// receives every key its Gateway names, so whoever writes these parameters is trusted with
+	// those keys: the image is used when a GatewayClass's parametersRef names these parameters,
+	// and for a Gateway's own spec.infrastructure.parametersRef only when the CoxswainConfig's
+	// spec.proxy.allowedImages lists it; otherwise the proxy runs the default image and a Warning
+	// event (ImageNotAllowed) on the Gateway says why.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	Image *string `json:"image,omitempty"`

@@ -89,4 +89,6 @@ const (
 const (
 	DefaultMaxSharedGatewaysPerNamespace = 64
 	DefaultMaxSharedPortsPerNamespace    = 256
+	// MaxSharedPoolLimit is the largest value of either cap: the size of the range.
+	MaxSharedPoolLimit = SharedPoolLastPort - SharedPoolFirstPort + 1
 )

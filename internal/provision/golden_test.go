@@ -34,6 +34,9 @@ var defaults = provision.Defaults{
 	BootstrapEndpoint:        "coxswain-discovery.coxswain-system.svc:50052",
 	ControllerNamespace:      "coxswain-system",
 	ControllerServiceAccount: "coxswain-controller",
+	AllowedImages:            []string{"registry.example/coxswain-proxy:*"},
+	SharedLabelPrefixes:      []string{"team.example/"},
+	SharedAnnotationPrefixes: []string{"external-dns.alpha.kubernetes.io/"},
 }
 
 // render builds the graph of a case's cluster state and renders, in Gateway order, the objects

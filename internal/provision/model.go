@@ -2,6 +2,7 @@ package provision
 
 import (
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -33,6 +34,14 @@ type Defaults struct {
 	// proxy requires of the stream server.
 	ControllerNamespace      string
 	ControllerServiceAccount string
+	// AllowedImages are the images a Gateway's own parameters may name (see ImageAllowed); the
+	// image of a GatewayClass's parameters is always used.
+	AllowedImages []string
+	// SharedLabelPrefixes and SharedAnnotationPrefixes are the key prefixes of a shared pool
+	// Gateway's spec.infrastructure metadata that reach its Service in the operator's namespace;
+	// no other key does.
+	SharedLabelPrefixes      []string
+	SharedAnnotationPrefixes []string
 }
 
 // Model is everything the Desired builders read for one dedicated proxy.
@@ -48,6 +57,9 @@ type Model struct {
 	HealthPort int32
 	Params     v1alpha1.CoxswainGatewayParametersSpec
 	Defaults   Defaults
+	// RefusedImage is the image of the Gateway's own parameters that Defaults.AllowedImages does
+	// not list; the proxy runs the default image instead. Empty when none was refused.
+	RefusedImage string
 }
 
 // ModelOf returns the model of gw's dedicated proxy, or false when gw gets none: it is not
@@ -70,14 +82,33 @@ func ModelOf(gw *graph.Gateway, params *v1alpha1.CoxswainGatewayParameters, d De
 	if len(ports) == 0 {
 		return Model{}, false
 	}
-	return Model{
+	m := Model{
 		Gateway:    gw.Source,
 		Name:       gw.ProxyName,
 		Ports:      ports,
 		HealthPort: healthPort(all),
 		Params:     *params.Spec.DeepCopy(),
 		Defaults:   d,
-	}, true
+	}
+	if img := m.Params.Image; img != nil && ownParameters(gw.Source) && !ImageAllowed(*img, d.AllowedImages) {
+		m.RefusedImage, m.Params.Image = *img, nil
+	}
+	return m, true
+}
+
+// ownParameters reports whether gw names its parameters itself, rather than through its class.
+func ownParameters(gw *gwapiv1.Gateway) bool {
+	return gw.Spec.Infrastructure != nil && gw.Spec.Infrastructure.ParametersRef != nil
+}
+
+// ImageAllowed reports whether allowed lists image: exactly, or by a prefix ending with "*".
+func ImageAllowed(image string, allowed []string) bool {
+	for _, a := range allowed {
+		if prefix, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(image, prefix) || a == image {
+			return true
+		}
+	}
+	return false
 }
 
 // healthPort returns the first port from firstHealthPort up that no listener uses.

@@ -3,6 +3,7 @@ package provision
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,10 @@ type SharedModel struct {
 	// Ports maps each accepted listener port to the Gateway's internal port on the pool.
 	Ports       map[int32]int32
 	ServiceType corev1.ServiceType
+	// LabelPrefixes and AnnotationPrefixes are the key prefixes of the Gateway's
+	// spec.infrastructure metadata that reach the Service (Defaults.SharedLabelPrefixes and
+	// SharedAnnotationPrefixes).
+	LabelPrefixes, AnnotationPrefixes []string
 }
 
 // SharedModelOf returns the model of gw's Service on the shared pool, or false when gw gets
@@ -45,6 +50,9 @@ func SharedModelOf(gw *graph.Gateway, namespace string, d Defaults) (SharedModel
 		Name:        gw.SharedService,
 		Ports:       maps.Clone(gw.SharedPorts),
 		ServiceType: defaultServiceType(d),
+
+		LabelPrefixes:      d.SharedLabelPrefixes,
+		AnnotationPrefixes: d.SharedAnnotationPrefixes,
 	}, true
 }
 
@@ -52,7 +60,10 @@ func SharedModelOf(gw *graph.Gateway, namespace string, d Defaults) (SharedModel
 // and maps each listener port to the internal port the pool serves that Gateway's listeners on.
 // It lives in the operator's namespace (a Service selects pods of its own namespace only), so it
 // has no owner reference: the provisioner deletes it when the Gateway no longer wants it. Its
-// target ports are also the record of the Gateway's internal ports (see graph).
+// target ports are also the record of the Gateway's internal ports (see graph). Of the Gateway's
+// spec.infrastructure metadata it carries only the keys of the allowed prefixes: whoever may
+// write a Gateway must not choose what load balancers, external-dns or MetalLB read on a Service
+// of the operator's namespace.
 func DesiredSharedService(m SharedModel) *corev1.Service {
 	listenerPorts := slices.Sorted(maps.Keys(m.Ports))
 	ports := make([]corev1.ServicePort, 0, len(listenerPorts))
@@ -65,10 +76,14 @@ func DesiredSharedService(m SharedModel) *corev1.Service {
 	annotations := map[string]string{}
 	if infra := m.Gateway.Spec.Infrastructure; infra != nil {
 		for k, v := range infra.Labels {
-			labels[string(k)] = string(v)
+			if hasPrefix(string(k), m.LabelPrefixes) {
+				labels[string(k)] = string(v)
+			}
 		}
 		for k, v := range infra.Annotations {
-			annotations[string(k)] = string(v)
+			if hasPrefix(string(k), m.AnnotationPrefixes) {
+				annotations[string(k)] = string(v)
+			}
 		}
 	}
 	maps.Copy(labels, SharedSelector())
@@ -109,4 +124,9 @@ func defaultServiceType(d Defaults) corev1.ServiceType {
 		return d.ServiceType
 	}
 	return corev1.ServiceTypeLoadBalancer
+}
+
+// hasPrefix reports whether key starts with one of prefixes.
+func hasPrefix(key string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(key, p) })
 }

@@ -35,6 +35,10 @@ type Pipeline struct {
 	// Metrics, when set, records the size of every snapshot published; the caller, who knows
 	// what triggered a rebuild, records its duration there.
 	Metrics *Metrics
+	// SharedPoolLimits, when set, is asked at every rebuild for Graph's
+	// MaxSharedGatewaysPerNamespace and MaxSharedPortsPerNamespace (the CoxswainConfig's
+	// sharedPool).
+	SharedPoolLimits func() (gateways, ports int32)
 	// TrustAnyEndpointSlice, when set, is asked at every rebuild for Graph's
 	// TrustAnyEndpointSlice (the CoxswainConfig's backends.endpointSlices is Any).
 	TrustAnyEndpointSlice func() bool
@@ -106,6 +110,9 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	}
 	if p.TrustAnyEndpointSlice != nil {
 		opts.TrustAnyEndpointSlice = p.TrustAnyEndpointSlice()
+	}
+	if p.SharedPoolLimits != nil {
+		opts.MaxSharedGatewaysPerNamespace, opts.MaxSharedPortsPerNamespace = p.SharedPoolLimits()
 	}
 	changes := p.inc.prepare(in.State, opts)
 	opts.Rules = p.inc.rules

@@ -19,6 +19,9 @@ func Resolve(base Settings, spec *v1alpha1.CoxswainConfigSpec) (Settings, error)
 	if spec != nil && spec.Proxy != nil {
 		overlayProxy(&s, spec.Proxy)
 	}
+	if spec != nil && spec.SharedPool != nil {
+		overlaySharedPool(&s, spec.SharedPool)
+	}
 	if spec != nil && spec.Backends != nil {
 		setIf(&s.EndpointSlices, spec.Backends.EndpointSlices)
 	}
@@ -50,8 +53,22 @@ func overlayProxy(s *Settings, p *v1alpha1.ProxyDefaults) {
 	setIf(&s.ProxyImage, p.Image)
 	setIf(&s.ProxyReplicas, p.Replicas)
 	setIf(&s.ProxyServiceType, p.ServiceType)
+	if p.AllowedImages != nil {
+		s.AllowedProxyImages = slices.Clone(p.AllowedImages)
+	}
 	if p.Resources != nil {
 		s.ProxyResources = *p.Resources.DeepCopy()
+	}
+}
+
+func overlaySharedPool(s *Settings, p *v1alpha1.SharedPoolSpec) {
+	setIf(&s.MaxSharedGatewaysPerNamespace, p.MaxGatewaysPerNamespace)
+	setIf(&s.MaxSharedPortsPerNamespace, p.MaxPortsPerNamespace)
+	if p.ServiceLabelPrefixes != nil {
+		s.SharedServiceLabelPrefixes = slices.Clone(p.ServiceLabelPrefixes)
+	}
+	if p.ServiceAnnotationPrefixes != nil {
+		s.SharedServiceAnnotationPrefixes = slices.Clone(p.ServiceAnnotationPrefixes)
 	}
 }
 
@@ -64,6 +81,9 @@ func setIf[T any](dst *T, src *T) {
 // Effective renders s as the status field of a CoxswainConfig.
 func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 	return &v1alpha1.EffectiveSettings{
+		MaxSharedGatewaysPerNamespace: s.MaxSharedGatewaysPerNamespace,
+		MaxSharedPortsPerNamespace:    s.MaxSharedPortsPerNamespace,
+
 		CAMode:                s.CAMode,
 		CASecretName:          s.CASecretName,
 		TrustDomain:           s.TrustDomain,

@@ -55,6 +55,17 @@ type Settings struct {
 	ProxyResources     corev1.ResourceRequirements
 	// ProxyServiceType is the type of the Services that give Gateways their addresses.
 	ProxyServiceType corev1.ServiceType
+	// AllowedProxyImages are the images (exact, or a prefix ending with "*") a Gateway's own
+	// parameters may name; a GatewayClass's parameters may name any.
+	AllowedProxyImages []string
+	// MaxSharedGatewaysPerNamespace and MaxSharedPortsPerNamespace cap what one namespace's
+	// Gateways take of the shared pool.
+	MaxSharedGatewaysPerNamespace int32
+	MaxSharedPortsPerNamespace    int32
+	// SharedServiceLabelPrefixes and SharedServiceAnnotationPrefixes are the key prefixes of a
+	// shared pool Gateway's spec.infrastructure metadata that reach its Service.
+	SharedServiceLabelPrefixes      []string
+	SharedServiceAnnotationPrefixes []string
 	// EndpointSlices says which EndpointSlices' endpoints backends may use: Verified (also when
 	// empty) or Any.
 	EndpointSlices v1alpha1.EndpointSliceTrust
@@ -63,6 +74,9 @@ type Settings struct {
 // Defaults returns the built-in defaults of the specification.
 func Defaults() Settings {
 	return Settings{
+		MaxSharedGatewaysPerNamespace: wellknown.DefaultMaxSharedGatewaysPerNamespace,
+		MaxSharedPortsPerNamespace:    wellknown.DefaultMaxSharedPortsPerNamespace,
+
 		CAMode:                v1alpha1.CAMode(wellknown.CAModeAuto),
 		CASecretName:          wellknown.CASecretName,
 		TrustDomain:           wellknown.DefaultTrustDomain,
@@ -113,6 +127,13 @@ func (s Settings) Validate() error {
 	}
 	if s.EndpointSlices != "" && s.EndpointSlices != v1alpha1.EndpointSliceTrustVerified && s.EndpointSlices != v1alpha1.EndpointSliceTrustAny {
 		add("backends.endpointSlices", "%q is not Verified or Any", s.EndpointSlices)
+	}
+	for field, n := range map[string]int32{
+		"sharedPool.maxGatewaysPerNamespace": s.MaxSharedGatewaysPerNamespace, "sharedPool.maxPortsPerNamespace": s.MaxSharedPortsPerNamespace,
+	} {
+		if n < 1 || n > wellknown.MaxSharedPoolLimit {
+			add(field, "%d is outside 1..%d", n, wellknown.MaxSharedPoolLimit)
+		}
 	}
 	if s.ProxyReplicas < 0 {
 		add("proxy.replicas", "%d is negative", s.ProxyReplicas)

@@ -1,0 +1,56 @@
+package settings
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	"coxswain.dev/coxswain/api/v1alpha1"
+	"coxswain.dev/coxswain/discovery/wellknown"
+)
+
+// Tests that the shared pool's caps and metadata prefixes and the allowed proxy images come from
+// the CoxswainConfig, with the documented defaults when unset.
+func TestResolveSharedPoolAndAllowedImages(t *testing.T) {
+	t.Parallel()
+	d := Defaults()
+	if d.MaxSharedGatewaysPerNamespace != wellknown.DefaultMaxSharedGatewaysPerNamespace ||
+		d.MaxSharedPortsPerNamespace != wellknown.DefaultMaxSharedPortsPerNamespace ||
+		d.SharedServiceLabelPrefixes != nil || d.SharedServiceAnnotationPrefixes != nil || d.AllowedProxyImages != nil {
+		t.Errorf("defaults: %+v", d)
+	}
+	got, err := Resolve(d, &v1alpha1.CoxswainConfigSpec{
+		Proxy: &v1alpha1.ProxyDefaults{AllowedImages: []string{"registry.example/proxy@sha256:*"}},
+		SharedPool: &v1alpha1.SharedPoolSpec{
+			MaxGatewaysPerNamespace: ptr.To[int32](3), MaxPortsPerNamespace: ptr.To[int32](9),
+			ServiceLabelPrefixes: []string{"team"}, ServiceAnnotationPrefixes: []string{"external-dns.alpha.kubernetes.io/"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := d
+	want.AllowedProxyImages = []string{"registry.example/proxy@sha256:*"}
+	want.MaxSharedGatewaysPerNamespace, want.MaxSharedPortsPerNamespace = 3, 9
+	want.SharedServiceLabelPrefixes = []string{"team"}
+	want.SharedServiceAnnotationPrefixes = []string{"external-dns.alpha.kubernetes.io/"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("resolved (-want +got):\n%s", diff)
+	}
+	if e := got.Effective(); e.MaxSharedGatewaysPerNamespace != 3 || e.MaxSharedPortsPerNamespace != 9 {
+		t.Errorf("effective %+v", e)
+	}
+}
+
+// Tests that a cap outside 1 to the size of the internal port range is refused.
+func TestResolveRefusesASharedPoolCapOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int32{0, wellknown.MaxSharedPoolLimit + 1} {
+		_, err := Resolve(Defaults(), &v1alpha1.CoxswainConfigSpec{SharedPool: &v1alpha1.SharedPoolSpec{MaxPortsPerNamespace: ptr.To(n)}})
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("maxPortsPerNamespace %d: err = %v, want ErrInvalid", n, err)
+		}
+	}
+}
