@@ -26,13 +26,15 @@ const (
 // at once and MaxConnectionsPerSource from one source address. A connection beyond is closed as
 // soon as it is accepted, before any TLS work, and counted as refused (TooManyConnections,
 // TooManyConnectionsFromSource). While more than half the cap is taken, a new connection must
-// finish its handshake within BusyHandshakeTimeout. The server closes a connection of this
+// finish its handshake within BusyHandshakeTimeout. A connection that has held no subscribed
+// stream for MaxConnectionIdle is closed: health checks and refused calls do not count. The
+// server closes a connection of this
 // listener whose send is stuck (see session.send). Serve the gRPC server on the result.
 func (s *Server) Listener(lis net.Listener) net.Listener {
 	l := connlimit.New(lis, connlimit.Config{
 		Max: s.limits.connections, PerSource: s.limits.perSource,
-		BusyHandshakeTimeout: s.limits.busyHandshakeTimeout,
-		Refused:              s.refusedConnection,
+		BusyHandshakeTimeout: s.limits.busyHandshakeTimeout, IdleTimeout: s.limits.maxConnectionIdle,
+		Refused: s.refusedConnection,
 	})
 	s.connsMu.Lock()
 	s.listeners = append(s.listeners, l)

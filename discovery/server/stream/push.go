@@ -292,7 +292,7 @@ func (p *session) release() {
 	}
 	from, size := p.sentFrom, int64(p.inflight.size)
 	time.AfterFunc(flushGrace, func() {
-		if p.conn.Written()-from < size {
+		if !p.conn.Closed() && p.conn.Written()-from < size {
 			p.srv.log.Info("Closed connection of an unread snapshot", "nodeID", p.nodeID, "scope", p.scope.String(),
 				"bytes", size)
 			p.closeConnection()

@@ -202,6 +202,10 @@ func (s *Server) Stream(stream discoveryv1.Discovery_StreamServer) error {
 		return s.refuse(ctx, err)
 	}
 	defer s.close(sess)
+	if sess.conn != nil {
+		// Only a subscribed stream is use of the connection (see Listener).
+		defer sess.conn.Busy()()
+	}
 	s.log.Info("Proxy subscribed", "nodeID", sess.nodeID, "spiffeID", id.ID.String(), "scope", sess.scope.String())
 	cause := sess.run()
 	reason, err := toStatus(cause)

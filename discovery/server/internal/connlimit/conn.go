@@ -72,6 +72,13 @@ func (c *Conn) Close() error {
 	return err
 }
 
+// Closed reports whether Close was called.
+func (c *Conn) Closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 // Source returns the source address the connection counts against.
 func (c *Conn) Source() string { return c.source }
 

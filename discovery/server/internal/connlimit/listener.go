@@ -33,7 +33,8 @@ type Config struct {
 	// IdleTimeout closes a connection that has had no call marked with Conn.Busy for that long;
 	// zero never does.
 	IdleTimeout time.Duration
-	// Refused is called for each connection closed at accept, outside any lock; nil ignores them.
+	// Refused is called for each connection closed at accept, just before the close and outside
+	// any lock; nil ignores them.
 	Refused func(reason Reason, source string)
 	// Now is the clock, time.Now when nil.
 	Now func() time.Time
@@ -75,10 +76,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if c != nil {
 			return c, nil
 		}
-		_ = raw.Close()
+		// Counted before the close, so whoever sees the close sees the count.
 		if l.cfg.Refused != nil {
 			l.cfg.Refused(reason, source)
 		}
+		_ = raw.Close()
 	}
 }
 
