@@ -11,8 +11,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
@@ -268,5 +271,58 @@ func TestResponseTrailersFollowHeaderFilters(t *testing.T) {
 	}
 	if got.trailers["x-keep"] != "kept" {
 		t.Errorf("HTTP/2: trailers %v, want x-keep", got.trailers)
+	}
+}
+
+// Tests that an HTTP/2 request whose content-length disagrees with its DATA is answered as the
+// client's error (RFC 9113 8.1.1), never as the proxy's: a 400 or a PROTOCOL_ERROR reset, not
+// an INTERNAL_ERROR one, whether the body is absent, short or too long; and no backend reads a
+// whole body the client did not send.
+func TestHTTP2ContentLengthMismatchIsTheClientsError(t *testing.T) {
+	t.Parallel()
+	var whole atomic.Int64
+	be := newRawBackend(t, func(b *rawBackend, br *bufio.Reader, c net.Conn) {
+		for {
+			r, err := b.read(br)
+			if err != nil {
+				return
+			}
+			if _, err := io.Copy(io.Discard, r.Body); err != nil {
+				return // the body fell short: the proxy cut the connection
+			}
+			whole.Add(1)
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nread")
+		}
+	})
+	d := start(t, dataplane.Options{})
+	h := dialH2(t, routeAll(t, d, be.addr()))
+	post := func(id uint32, length string, data string) streamOutcome {
+		h.request(id, data == "", ":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/", "content-length", length)
+		if data != "" {
+			if err := h.fr.WriteData(id, true, []byte(data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return h.await(id)
+	}
+	for i, tc := range []struct {
+		name         string
+		length, data string
+	}{
+		{"no body", "40", ""},
+		{"a short body", "10", "abc"},
+		{"a long body", "2", "abcdef"},
+	} {
+		got := post(uint32(2*i+1), tc.length, tc.data)
+		t.Logf("%s: status %d, reset %t (%v)", tc.name, got.status, got.reset, got.code)
+		switch {
+		case got.reset && got.code != http2.ErrCodeProtocol:
+			t.Errorf("%s: reset with %v, want 400 or PROTOCOL_ERROR", tc.name, got.code)
+		case !got.reset && got.status != 400:
+			t.Errorf("%s: got %d, want 400 or a PROTOCOL_ERROR reset", tc.name, got.status)
+		}
+	}
+	if n := whole.Load(); n != 0 {
+		t.Errorf("backend read %d whole bodies the client never sent", n)
 	}
 }
