@@ -69,11 +69,11 @@ func (x *exchange) validate() (int, string) {
 		return status, reason
 	}
 	if r.ProtoMajor == 2 && !h2ContentLengthAgrees(r) {
-		// RFC 9113 8.1.1: malformed, never forwarded. The client has ended its side of the
-		// stream, so a 400 closes it: resetting it from a handler could only say
-		// INTERNAL_ERROR (Go's server resets a panicking handler's stream so), which puts the
-		// fault on the proxy. A body longer than its content-length Go's server resets itself
-		// with PROTOCOL_ERROR; one that ends short fails the body's read (a 400, see bodyFailed).
+		// RFC 9113 8.1.1: malformed, never forwarded, and answered 400 (which the RFC allows
+		// before the stream closes). Resetting it from a handler could only say INTERNAL_ERROR
+		// (Go's server resets a panicking handler's stream so), putting the fault on the
+		// proxy. A body longer than its content-length Go's server resets itself with
+		// PROTOCOL_ERROR; one that ends short fails the body's read (a 400, see bodyFailed).
 		return http.StatusBadRequest, reasonContentLength
 	}
 	if max := x.h.opts.MaxRequestBodySize; max > 0 && r.ContentLength > max {
