@@ -68,6 +68,7 @@ type limits struct {
 	memoryWatermark        int64
 	http2StreamWindow      int
 	http2ConnWindow        int
+	retryBudgetFloor       int
 }
 
 // register adds the limit flags to fs, with the data plane's defaults.
@@ -110,6 +111,8 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"Request body bytes an HTTP/2 client may send ahead of the backend reading them, per stream.")
 	fs.IntVar(&l.http2ConnWindow, "http2-connection-window-bytes", listener.DefaultHTTP2ConnectionWindow,
 		"Request body bytes an HTTP/2 client may send ahead of the backends reading them, per connection.")
+	fs.IntVar(&l.retryBudgetFloor, "retry-budget-min-per-second", upstream.DefaultRetryBudgetMinPerSecond,
+		"Retries a second a cluster may make beyond the fifth of its requests that its budget earns.")
 }
 
 // check refuses limits that would disable a protection.

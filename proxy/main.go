@@ -178,10 +178,11 @@ func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*d
 			HTTP2ConnectionWindow:     int32(l.http2ConnWindow),   //nolint:gosec // checked to be at most 1 GiB
 		},
 		Upstream: upstream.Options{
-			MaxConnsPerEndpoint:   l.upstreamMaxConns,
-			MaxPendingPerEndpoint: l.upstreamMaxPending,
-			PendingTimeout:        l.upstreamPendingTimeout,
-			ClientSharePercent:    l.upstreamClientShare,
+			MaxConnsPerEndpoint:     l.upstreamMaxConns,
+			MaxPendingPerEndpoint:   l.upstreamMaxPending,
+			PendingTimeout:          l.upstreamPendingTimeout,
+			ClientSharePercent:      l.upstreamClientShare,
+			RetryBudgetMinPerSecond: l.retryBudgetFloor,
 		},
 		Forward: forward.Options{
 			MaxRequestBodySize:       l.maxRequestBodyBytes,

@@ -18,6 +18,7 @@ import (
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 
 // flaky starts a backend that answers the requests of each ?key= with the status in ?code=
@@ -93,7 +94,9 @@ func TestRetryOnStatus(t *testing.T) {
 	t.Parallel()
 	srv, seen := flaky(t)
 	reg := prometheus.NewRegistry()
-	d := start(t, dataplane.Options{Registerer: reg})
+	// A floor of a retry a millisecond: the cases retry at once, more than a quiet cluster's
+	// budget allows (TestRetryBudgetBoundsAQuietCluster).
+	d := start(t, dataplane.Options{Registerer: reg, Upstream: upstream.Options{RetryBudgetMinPerSecond: 1000}})
 	proxy := routeAll(t, d, hostPort(srv), withRetry([]uint32{500, 503}, 2, 1))
 	cases := []struct {
 		name, method, query, body string

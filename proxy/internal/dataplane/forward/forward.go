@@ -126,7 +126,7 @@ func (h *Handler) forward(x *exchange) int {
 		}
 		if policy != nil && retries < policy.Attempts && x.retriable(ctx, resp, err, policy) {
 			if wait, ok := x.backoff(policy, retries); ok {
-				if !cl.Budget.Acquire() {
+				if !cl.Budget.Acquire(err != nil && isDial(err)) {
 					h.opts.Metrics.Retry(cl.Name, "budget_exhausted")
 				} else {
 					held = true

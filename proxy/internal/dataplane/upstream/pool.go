@@ -21,6 +21,9 @@ type Options struct {
 	MaxPendingPerEndpoint int
 	// PendingTimeout bounds the wait for a place; DefaultPendingTimeout when zero.
 	PendingTimeout time.Duration
+	// RetryBudgetMinPerSecond is the floor of a cluster's retry budget: the retries a second
+	// it may make beyond those its requests earned; DefaultRetryBudgetMinPerSecond when zero.
+	RetryBudgetMinPerSecond int
 	// ClientSharePercent is the share of an endpoint's places one client (source address)
 	// may hold or wait for; DefaultClientSharePercent when zero.
 	ClientSharePercent int
@@ -60,6 +63,9 @@ func (o *Options) defaults() {
 	}
 	if o.ClientSharePercent == 0 {
 		o.ClientSharePercent = DefaultClientSharePercent
+	}
+	if o.RetryBudgetMinPerSecond == 0 {
+		o.RetryBudgetMinPerSecond = DefaultRetryBudgetMinPerSecond
 	}
 	if o.MaxIdleConnsPerEndpoint == 0 {
 		o.MaxIdleConnsPerEndpoint = 256
@@ -141,7 +147,7 @@ type Cluster struct {
 	// FailClosed says the cluster's backend TLS policy cannot be met: it must answer without
 	// dialing.
 	FailClosed bool
-	// Budget bounds the retries in flight to the cluster.
+	// Budget bounds the retries to the cluster.
 	Budget    RetryBudget
 	endpoints []*Endpoint
 	next      atomic.Uint32
@@ -172,6 +178,7 @@ func (p *Pool) Build(prev *Set, table *router.Table) *Set {
 // build returns the cluster of rc, with the pool's endpoints. A fail-closed cluster gets none.
 func (p *Pool) build(rc *router.Cluster) *Cluster {
 	c := &Cluster{Name: rc.Name, H2C: rc.H2C, endpoints: make([]*Endpoint, 0, len(rc.Endpoints))}
+	c.Budget.floorEvery = time.Second / time.Duration(p.opts.RetryBudgetMinPerSecond)
 	if rc.TLS != nil {
 		c.TLS, c.H2, c.FailClosed = true, rc.TLS.HTTP2, rc.TLS.FailClosed
 	}
@@ -345,35 +352,95 @@ func (c *Cluster) Transport(ep *Endpoint) *http.Transport {
 // Len returns the number of endpoints.
 func (c *Cluster) Len() int { return len(c.endpoints) }
 
-// Retry budget: the retries in flight to a cluster may be at most RetryBudgetPercent of its
-// requests in flight, and at least RetryBudgetMin whatever the load, so that a cluster in
-// trouble gets at most a fifth more load from retries while a quiet one still retries.
+// Retry budget, per cluster and proxy, as Finagle's and Linkerd's by rate and Envoy's by
+// concurrency: every request earns a fifth of a retry (at most retryTokenCap retries are kept),
+// and a retry spends one, or else one of the floor's RetryBudgetMinPerSecond retries a second;
+// besides, the retries in flight may be at most RetryBudgetPercent of the requests in flight,
+// and at least RetryBudgetMin. A cluster in trouble therefore gets at most a fifth more
+// attempts than it gets requests, plus the floor, and a quiet one at most the floor a second.
 const (
 	RetryBudgetPercent = 20
-	RetryBudgetMin     = 10
+	RetryBudgetMin     = 3
+	// DefaultRetryBudgetMinPerSecond is the floor of retries a second of one cluster.
+	DefaultRetryBudgetMinPerSecond = 3
+	retryTokenCap                  = 100
 )
 
-// RetryBudget counts a cluster's requests and retries in flight. The zero value is ready.
+// milli is one retry in the budget's token count.
+const milli = 1000
+
+// RetryBudget counts a cluster's requests and retries in flight and the retries its requests
+// earned. The zero value is ready, with the default floor.
 type RetryBudget struct {
 	requests atomic.Int64
 	retries  atomic.Int64
+	// tokens are the retries earned, in thousandths.
+	tokens atomic.Int64
+	// nextFloor is when the floor's bucket would be full again, in Unix nanoseconds.
+	nextFloor atomic.Int64
+	// floorEvery is the time between two retries of the floor; a second divided by
+	// DefaultRetryBudgetMinPerSecond when zero.
+	floorEvery time.Duration
 }
 
-// Begin counts a request to the cluster in flight until End.
-func (b *RetryBudget) Begin() { b.requests.Add(1) }
+// Begin counts a request to the cluster in flight until End, and earns its share of a retry.
+func (b *RetryBudget) Begin() {
+	b.requests.Add(1)
+	if b.tokens.Load() < retryTokenCap*milli {
+		b.tokens.Add(RetryBudgetPercent * milli / 100)
+	}
+}
 
 // End ends what Begin counted.
 func (b *RetryBudget) End() { b.requests.Add(-1) }
 
 // Acquire takes one retry from the budget and reports whether there was one; a true answer
-// is followed by one Release once the retry's attempt is over.
-func (b *RetryBudget) Acquire() bool {
+// is followed by one Release once the retry's attempt is over. A retry after a connection
+// that could not be made (refused, unreachable: the endpoint got nothing) spends nothing of
+// the rate, only a place among the retries in flight, so a quiet cluster with a dead endpoint
+// still goes to the next one.
+func (b *RetryBudget) Acquire(connectFailed bool) bool {
 	allowed := max(RetryBudgetMin, b.requests.Load()*RetryBudgetPercent/100)
 	if b.retries.Add(1) > allowed {
 		b.retries.Add(-1)
 		return false
 	}
-	return true
+	if connectFailed || b.spendToken() || b.spendFloor(time.Now()) {
+		return true
+	}
+	b.retries.Add(-1)
+	return false
+}
+
+func (b *RetryBudget) spendToken() bool {
+	for {
+		t := b.tokens.Load()
+		if t < milli {
+			return false
+		}
+		if b.tokens.CompareAndSwap(t, t-milli) {
+			return true
+		}
+	}
+}
+
+// spendFloor takes a retry of the floor, a bucket of a second's retries refilled at its rate
+// (the generic cell rate algorithm: nextFloor is when the bucket would be full again).
+func (b *RetryBudget) spendFloor(now time.Time) bool {
+	every := b.floorEvery
+	if every == 0 {
+		every = time.Second / DefaultRetryBudgetMinPerSecond
+	}
+	t := now.UnixNano()
+	for {
+		full := b.nextFloor.Load()
+		if full-t > int64(time.Second)-int64(every) {
+			return false // the bucket is empty
+		}
+		if b.nextFloor.CompareAndSwap(full, max(full, t)+int64(every)) {
+			return true
+		}
+	}
 }
 
 // Release returns a retry Acquire took.
