@@ -160,6 +160,8 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		scopeauth.ServiceAccount{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
 		scopeauth.ServiceAccount{Namespace: o.namespace, Name: o.controllerSA},
 	)
+	// A Gateway's scope and SVID go only to the ServiceAccount the provisioner created for it.
+	authority.RequireOwnership(scopeauth.CachedOwnership(mgr.GetCache()))
 	disc, err := discoveryserver.Setup(mgr, discoveryserver.SetupOptions{
 		Namespace:      o.namespace,
 		PodName:        os.Getenv("POD_NAME"),

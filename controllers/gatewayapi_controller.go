@@ -174,6 +174,8 @@ func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.ConfigMap{}, r.on("ConfigMap"), referenced).
 		Watches(&corev1.Service{}, r.on("Service"), referenced).
 		Watches(&appsv1.Deployment{}, r.on("Deployment"), builder.WithPredicates(proxyDeployment)).
+		// The scope authority grants a dedicated Gateway only the ServiceAccount it controls.
+		Watches(&corev1.ServiceAccount{}, r.on("ServiceAccount")).
 		Watches(&discoveryv1.EndpointSlice{}, r.on("EndpointSlice"), referenced).
 		Watches(&corev1.Secret{}, r.on("Secret"), builder.WithPredicates(tlsOnly), referenced).
 		Watches(&corev1.Namespace{}, r.on("Namespace"), builder.WithPredicates(predicate.LabelChangedPredicate{})).

@@ -32,6 +32,8 @@ type ServiceAccount struct {
 // concurrent use.
 type Authority struct {
 	reserved map[ServiceAccount]bool
+	// owned, when set, must say a Gateway's ServiceAccount is its own before it is granted.
+	owned    Ownership
 	expected atomic.Pointer[map[types.NamespacedName]string]
 
 	mu         sync.Mutex
@@ -86,6 +88,7 @@ func (a *Authority) OnDedicatedIdentities(fn func([]ServiceAccount)) {
 // returns. Updates must not run concurrently with each other.
 func (a *Authority) Update(g *graph.Graph) bool {
 	next := Expected(g, a.reserved)
+	a.dropForeign(g, next)
 	prev := a.expected.Swap(&next)
 	if prev != nil && maps.Equal(*prev, next) {
 		return false
@@ -126,6 +129,19 @@ func Expected(g *graph.Graph, reserved map[ServiceAccount]bool) map[types.Namesp
 		}
 	}
 	return out
+}
+
+// dropForeign removes from expected the Gateways whose ServiceAccount is not their own.
+func (a *Authority) dropForeign(g *graph.Graph, expected map[types.NamespacedName]string) {
+	if a.owned == nil {
+		return
+	}
+	for _, gw := range g.Gateways {
+		sa, ok := expected[gw.Key()]
+		if ok && !a.owned(gw.Key().Namespace, sa, gw.Source.UID) {
+			delete(expected, gw.Key())
+		}
+	}
 }
 
 // Identities returns the distinct ServiceAccounts of expected, sorted.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,9 +116,23 @@ func (s *suite) dedicatedGatewayIsServedToItsOwnProxy(t *testing.T) {
 	}
 }
 
-// namespacedTokenFile writes a discovery token of ServiceAccount namespace/sa to a file.
+// namespacedTokenFile writes a discovery token of ServiceAccount namespace/sa to a file, once
+// the operator has provisioned that ServiceAccount: only the one it created for the Gateway
+// (the Gateway its controller) receives the Gateway's identity.
 func (s *suite) namespacedTokenFile(ctx context.Context, t *testing.T, namespace, sa string) string {
 	t.Helper()
+	if err := Poll(ctx, 30*time.Second, 50*time.Millisecond, func(ctx context.Context) error {
+		var obj corev1.ServiceAccount
+		if err := s.cluster.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: sa}, &obj); err != nil {
+			return err
+		}
+		if metav1.GetControllerOf(&obj) == nil {
+			return fmt.Errorf("ServiceAccount %s/%s has no controller yet", namespace, sa)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the operator never provisioned ServiceAccount %s/%s: %v", namespace, sa, err)
+	}
 	token, err := s.cluster.ServiceAccountToken(ctx, namespace, sa)
 	if err != nil {
 		t.Fatal(err)
