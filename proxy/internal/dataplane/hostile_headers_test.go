@@ -326,3 +326,22 @@ func TestHTTP2ContentLengthMismatchIsTheClientsError(t *testing.T) {
 		t.Errorf("backend read %d whole bodies the client never sent", n)
 	}
 }
+
+// Tests that a client may not announce a client certificate header as a trailer, where it
+// would reach the backend past the stripping of validating listeners: 400 on any listener.
+func TestClientCertTrailerIsRefused(t *testing.T) {
+	t.Parallel()
+	be := newRawBackend(t, answerEach)
+	d := start(t, dataplane.Options{})
+	proxy := routeAll(t, d, be.addr())
+	for _, trailer := range []string{"X-Forwarded-Client-Cert", "x-ssl-client-verify", "Client-Cert"} {
+		c, br := rawConn(t, proxy)
+		resp, _ := roundTrip(t, c, br, "POST / HTTP/1.1\r\nHost: x\r\nTrailer: "+trailer+"\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n"+trailer+": forged\r\n\r\n")
+		if resp.StatusCode != 400 {
+			t.Errorf("Trailer: %s got %d, want 400", trailer, resp.StatusCode)
+		}
+	}
+	if got := be.requests(); len(got) != 0 {
+		t.Errorf("backend received %d requests", len(got))
+	}
+}
