@@ -1,6 +1,7 @@
 package dataplane_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -503,5 +504,33 @@ func TestRetryBudgetBoundsAQuietCluster(t *testing.T) {
 	}
 	if got := metricValue(t, reg, "coxswain_proxy_retries_total", "budget_exhausted"); got == 0 {
 		t.Error("no retry was refused by the budget")
+	}
+}
+
+// Tests that over HTTP/1.1 a backend's early answer to an upload reaches the client while the
+// client is still sending its body, and that the connection is then closed rather than read
+// for another request.
+func TestEarlyAnswerReachesASlowUploader(t *testing.T) {
+	t.Parallel()
+	be := newRawBackend(t, func(b *rawBackend, br *bufio.Reader, c net.Conn) {
+		if _, err := b.read(br); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 4\r\n\r\nnope")
+	})
+	d := start(t, dataplane.Options{})
+	c, br := rawConn(t, routeAll(t, d, be.addr()))
+	if _, err := io.WriteString(c, "PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("u", 1000)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no early answer while the upload goes on: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 401 || string(body) != "nope" || !resp.Close {
+		t.Errorf("got %d %q, Connection: close %v; want the backend's 401 and close", resp.StatusCode, body, resp.Close)
 	}
 }

@@ -33,7 +33,8 @@ type requestBody struct {
 	reserved int64
 	refs     atomic.Int32
 	budget   *bufferBudget
-	done     bool
+	// done says the body was read to its end; set on the engine's goroutine.
+	done atomic.Bool
 	// readBy is the read deadline set last, zero before the first read.
 	readBy time.Time
 	mu     sync.Mutex
@@ -162,10 +163,9 @@ func (b *requestBody) unref() {
 // watch for the client closing the connection does not fire on it, and the trailers the route
 // manages are dropped.
 func (b *requestBody) ended() {
-	if b.done {
+	if !b.done.CompareAndSwap(false, true) {
 		return
 	}
-	b.done = true
 	_ = b.x.rc.SetReadDeadline(time.Time{})
 	if b.x.r.Trailer != nil {
 		dropManagedTrailers(b.x.r.Trailer, b.x.route)

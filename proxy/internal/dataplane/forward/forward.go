@@ -159,6 +159,11 @@ func (h *Handler) forward(x *exchange) int {
 		}
 		defer slot.Release()
 		defer func() { _ = resp.Body.Close() }()
+		if body != nil && !body.done.Load() && x.r.ProtoMajor == 1 {
+			// The backend answered before the body ended: the rest of it is still on the
+			// connection, which is not read for another request.
+			x.w.Header()[headerConnection] = []string{"close"}
+		}
 		return x.relay(resp, b, cancel)
 	}
 }

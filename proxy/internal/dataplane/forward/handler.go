@@ -183,6 +183,11 @@ func (h *Handler) HTTP(l *Listener) http.Handler {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
 	x := exchange{h: h, w: w, r: r, listener: l, state: h.state.Load(), start: time.Now()}
 	x.rc = http.NewResponseController(w)
+	if r.ProtoMajor == 1 && r.ContentLength != 0 {
+		// A backend's early answer (a 401 or 413 to an upload) goes out while the client is
+		// still sending: the engine would otherwise read the rest of the body first.
+		_ = x.rc.EnableFullDuplex()
+	}
 	c := connectionOf(r)
 	var status int
 	switch {
