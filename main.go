@@ -188,6 +188,10 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 	if err != nil {
 		return err
 	}
+	provisionMetrics, err := controllers.NewProvisionMetrics(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
 	gw := &controllers.GatewayAPIReconciler{
 		Client: mgr.GetClient(),
 		Cache:  mgr.GetCache(),
@@ -227,6 +231,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		Defaults:        func() provision.Defaults { return proxyDefaults(o, store.Get()) },
 		DefaultsChanged: store.Subscribe(),
 		Recorder:        mgr.GetEventRecorder("coxswain"),
+		Metrics:         provisionMetrics,
 		SharedPoolLimits: func() (int32, int32) {
 			s := store.Get()
 			return s.MaxSharedGatewaysPerNamespace, s.MaxSharedPortsPerNamespace

@@ -75,7 +75,9 @@ type ProvisionReconciler struct {
 	// (MaxSharedGatewaysPerNamespace, MaxSharedPortsPerNamespace) at every reconcile, as the
 	// pipeline's graph gets them.
 	SharedPoolLimits func() (gateways, ports int32)
-	Recorder         events.EventRecorder
+	// Metrics, when set, records what the shared pool's caps and the image allowlist refuse.
+	Metrics  *ProvisionMetrics
+	Recorder events.EventRecorder
 }
 
 // +kubebuilder:rbac:groups="",resources=serviceaccounts;services,verbs=get;list;watch;create;update;patch;delete
@@ -90,6 +92,7 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, fmt.Errorf("read cluster state: %w", err)
 	}
 	g := r.build(in)
+	r.Metrics.observeSharedPool(g)
 	// The Services of shared pool Gateways live in the operator's namespace, out of the garbage
 	// collector's reach: delete those no Gateway wants any more, whichever Gateway this is.
 	if err := r.sweepShared(ctx, g); err != nil {
@@ -293,6 +296,7 @@ func (r *ProvisionReconciler) desired(ctx context.Context, gw *graph.Gateway) ([
 		return nil, nil
 	}
 	if m.RefusedImage != "" {
+		r.Metrics.imageRefused()
 		r.Recorder.Eventf(gw.Source, nil, corev1.EventTypeWarning, ReasonImageNotAllowed, "Provision",
 			"Image %q of CoxswainGatewayParameters %s is not in the CoxswainConfig's spec.proxy.allowedImages; the proxy runs the default image",
 			m.RefusedImage, gw.Parameters)

@@ -46,6 +46,10 @@ func startProvision(t *testing.T, namespace string) *ProvisionReconciler {
 // and the proxy defaults.
 func startProvisionWith(t *testing.T, opts graph.Options, defaults provision.Defaults) *ProvisionReconciler {
 	t.Helper()
+	metrics, err := NewProvisionMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	byObject := ProvisionCacheOptions()
 	for k, v := range GatewayAPICacheOptions() {
 		byObject[k] = v
@@ -58,6 +62,7 @@ func startProvisionWith(t *testing.T, opts graph.Options, defaults provision.Def
 			Reader:   mgr.GetAPIReader(),
 			Graph:    opts,
 			Defaults: func() provision.Defaults { return defaults },
+			Metrics:  metrics,
 			Recorder: mgr.GetEventRecorder("coxswain"),
 		}
 		return r.SetupWithManager(mgr)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +30,7 @@ func TestSharedGatewayBeyondTheNamespaceCapIsRefused(t *testing.T) {
 	ns := newNamespace(t)
 	opts := graph.Options{Namespace: ns, MaxSharedGatewaysPerNamespace: 1}
 	h := startGatewayAPIWith(t, true, opts)
-	startProvisionWith(t, opts, testDefaults)
+	r := startProvisionWith(t, opts, testDefaults)
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	// Created in this order, and named so that the tie-break of equal creation times (whole
 	// seconds) agrees: a-first is the older.
@@ -38,6 +40,7 @@ func TestSharedGatewayBeyondTheNamespaceCapIsRefused(t *testing.T) {
 	accepted := string(gwapiv1.GatewayConditionAccepted)
 	eventually(t, "the newer Gateway is refused", gatewayStatus(h, ns, "b-second", accepted, metav1.ConditionFalse, conditions.ReasonNamespaceLimitReached, ""))
 	eventually(t, "a NamespaceLimitReached event", warningEvent(h, ns, "b-second", conditions.ReasonNamespaceLimitReached))
+	eventually(t, "the refused gauge counts the Gateway", gauge(r.Metrics.refused.WithLabelValues(conditions.ReasonNamespaceLimitReached), 1))
 	eventually(t, "the older Gateway has its Service", func() error {
 		return h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: wellknown.SharedGatewayServiceName(ns, "a-first")}, &corev1.Service{})
 	})
@@ -54,7 +57,7 @@ func TestSharedListenerBeyondTheNamespacePortCapIsNotProgrammed(t *testing.T) {
 	ns := newNamespace(t)
 	opts := graph.Options{Namespace: ns, MaxSharedPortsPerNamespace: 1}
 	h := startGatewayAPIWith(t, true, opts)
-	startProvisionWith(t, opts, testDefaults)
+	r := startProvisionWith(t, opts, testDefaults)
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	gw := newGateway(ns, "web", class)
 	gw.Spec.Listeners = append(gw.Spec.Listeners, gwapiv1.Listener{Name: "alt", Port: 8080, Protocol: gwapiv1.HTTPProtocolType})
@@ -79,6 +82,7 @@ func TestSharedListenerBeyondTheNamespacePortCapIsNotProgrammed(t *testing.T) {
 		return errors.Join(errs...)
 	})
 	eventually(t, "a PortsExhausted event", warningEvent(h, ns, "web", conditions.ReasonPortsExhausted))
+	eventually(t, "the refused gauge counts the listener", gauge(r.Metrics.refused.WithLabelValues(conditions.ReasonPortsExhausted), 1))
 	eventually(t, "the Service maps port 80 only", func() error {
 		var svc corev1.Service
 		if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: wellknown.SharedGatewayServiceName(ns, "web")}, &svc); err != nil {
@@ -98,7 +102,7 @@ func TestImageOfAGatewaysOwnParametersNeedsTheAllowlist(t *testing.T) {
 	h := startGatewayAPI(t, true, ns)
 	defaults := testDefaults
 	defaults.AllowedImages = []string{"registry.example/coxswain-proxy:*"}
-	startProvisionWith(t, graph.Options{Namespace: ns}, defaults)
+	r := startProvisionWith(t, graph.Options{Namespace: ns}, defaults)
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	h.create(&v1alpha1.CoxswainGatewayParameters{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "params"},
@@ -107,6 +111,9 @@ func TestImageOfAGatewaysOwnParametersNeedsTheAllowlist(t *testing.T) {
 	h.create(dedicatedGateway(ns, "edge", class))
 
 	eventually(t, "an ImageNotAllowed event", warningEvent(h, ns, "edge", ReasonImageNotAllowed))
+	if n := value(t, r.Metrics.images); n < 1 {
+		t.Errorf("coxswain_provision_images_refused_total = %v, want at least 1", n)
+	}
 	eventually(t, "the proxy runs the default image", func() error {
 		var d appsv1.Deployment
 		if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: wellknown.DedicatedProxyName("edge", class)}, &d); err != nil {
@@ -122,4 +129,28 @@ func TestImageOfAGatewaysOwnParametersNeedsTheAllowlist(t *testing.T) {
 	if c := meta.FindStatusCondition(gw.Status.Conditions, string(gwapiv1.GatewayConditionAccepted)); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Accepted = %+v, want True: the Gateway is served, with the default image", c)
 	}
+}
+
+// gauge checks that the value of g is want.
+func gauge(g prometheus.Gauge, want float64) func() error {
+	return func() error {
+		var m dto.Metric
+		if err := g.Write(&m); err != nil {
+			return err
+		}
+		if got := m.GetGauge().GetValue(); got != want {
+			return fmt.Errorf("gauge = %v, want %v", got, want)
+		}
+		return nil
+	}
+}
+
+// value returns the value of the counter c.
+func value(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
