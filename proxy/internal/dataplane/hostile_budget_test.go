@@ -534,3 +534,33 @@ func TestEarlyAnswerReachesASlowUploader(t *testing.T) {
 		t.Errorf("got %d %q, Connection: close %v; want the backend's 401 and close", resp.StatusCode, body, resp.Close)
 	}
 }
+
+// Tests that the proxy advertises the HTTP/2 receive windows the memory budget is sized for:
+// 64 KiB per stream and 512 KiB per connection by default.
+func TestHTTP2WindowsAreBounded(t *testing.T) {
+	t.Parallel()
+	app, _ := backend(t, "app")
+	d := start(t, dataplane.Options{})
+	h := dialH2(t, routeAll(t, d, hostPort(app)))
+	var stream uint32
+	conn := uint32(65535) // the connection's initial window, before any WINDOW_UPDATE
+	for stream == 0 || conn == 65535 {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("read frame: %v (stream window %d, connection window %d)", err, stream, conn)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if v, ok := f.Value(http2.SettingInitialWindowSize); ok && !f.IsAck() {
+				stream = v
+			}
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == 0 {
+				conn += f.Increment
+			}
+		}
+	}
+	if stream != 64<<10 || conn != 512<<10 {
+		t.Errorf("advertised a %d-byte stream window and a %d-byte connection window; want 65536 and 524288", stream, conn)
+	}
+}
