@@ -105,7 +105,7 @@ func (r *Runner) bootstrapServer(td spiffeid.TrustDomain, cfg listenConfig, cert
 	svc, err := bootstrap.New(bootstrap.Config{
 		TrustDomain: td, Authenticator: r.opts.Authenticator, Allowlist: r.opts.Allowlist, CA: r.opts.CA,
 		Reporter: r.opts.Reporter, Registerer: r.opts.Registerer, Logger: r.log.WithName("bootstrap"),
-		SVIDTTL: cfg.svidTTL,
+		SVIDTTL: cfg.svidTTL, MaxRenewalsPerIdentity: r.opts.Limits.BootstrapMaxRenewalsPerIdentity,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("bootstrap service: %w", err)

@@ -24,6 +24,9 @@ type Limits struct {
 	// MaxInFlightBytesPerIdentity caps the bytes of snapshots one identity's streams have sent
 	// and not had answered.
 	MaxInFlightBytesPerIdentity int
+	// BootstrapMaxRenewalsPerIdentity caps the bootstraps presenting one SPIFFE ID's SVID that
+	// run or wait in the renewal lane.
+	BootstrapMaxRenewalsPerIdentity int
 }
 
 // RegisterLimitFlags registers the flags of the listener limits on fs, with their defaults, and
@@ -42,6 +45,8 @@ func RegisterLimitFlags(fs *flag.FlagSet) *Limits {
 		"Handshake deadline of a connection accepted while a discovery listener holds more than half its cap (10s otherwise).")
 	fs.IntVar(&l.MaxInFlightBytesPerIdentity, "discovery-max-inflight-bytes-per-identity", stream.DefaultMaxInFlightBytesPerIdentity,
 		"Bytes of snapshots the streams of one proxy identity may have sent and not had answered; a push beyond closes its stream.")
+	fs.IntVar(&l.BootstrapMaxRenewalsPerIdentity, "discovery-bootstrap-max-renewals-per-identity", bootstrap.DefaultMaxRenewalsPerIdentity,
+		"Bootstraps presenting the SVID of one proxy identity that may run or wait in the renewal lane; more take the first-bootstrap lane.")
 	return l
 }
 
