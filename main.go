@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapiv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
@@ -43,7 +42,7 @@ import (
 type options struct {
 	namespace      string
 	configName     string
-	metricsAddr    string
+	metrics        metricsFlags
 	probeAddr      string
 	pprofAddr      string
 	leaderElection bool
@@ -70,7 +69,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 	}
 	fs.StringVar(&o.namespace, "namespace", defaultNamespace, "The operator's own namespace (env POD_NAMESPACE).")
 	fs.StringVar(&o.configName, "config-name", "coxswain", "Name of the CoxswainConfig the operator reads in its namespace.")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
+	o.metrics.register(fs)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the health probe endpoint.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address serving runtime profiles under /debug/pprof/; empty (the default) serves none.")
 	fs.BoolVar(&o.leaderElection, "leader-elect", false, "Elect a leader; only the leader writes status and provisions proxies.")
@@ -103,9 +102,13 @@ func run(o *options) error {
 	if err != nil {
 		return fmt.Errorf("build scheme: %w", err)
 	}
+	metricsOpts, err := o.metrics.options()
+	if err != nil {
+		return fmt.Errorf("metrics endpoint: %w", err)
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElection,

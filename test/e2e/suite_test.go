@@ -106,7 +106,7 @@ func (s *suite) startOperatorWith(t *testing.T, o OperatorOptions) *Process {
 	}
 	if s.metrics {
 		// The last of a repeated flag wins: this replaces OperatorArgs' "0".
-		args = append(args, "--metrics-bind-address="+loopback(OperatorMetricsPort))
+		args = append(args, "--metrics-bind-address="+loopback(OperatorMetricsPort), "--metrics-secure=false")
 	}
 	return s.start(t, "operator", s.bins.Operator, args, []string{"KUBECONFIG=" + o.Kubeconfig})
 }

@@ -17,7 +17,7 @@ import (
 // cert-manager kinds are left out: this API server has no cert-manager CRDs.
 func TestEveryOverlayPassesAServerSideDryRun(t *testing.T) {
 	ctx := context.Background()
-	for _, dir := range []string{"default", "overlays/external-ca", "overlays/cert-manager"} {
+	for _, dir := range []string{"default", "overlays/external-ca", "overlays/cert-manager", "overlays/namespace-gate"} {
 		t.Run(dir, func(t *testing.T) {
 			objs := kustomizeBuild(t, dir)
 			if err := apply(ctx, ofKinds(objs, "Namespace"), false); err != nil {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -194,7 +193,7 @@ var (
 )
 
 // controllerMetric returns the sum of the samples of name whose labels include want, over every
-// running controller pod's metrics endpoint (port 8080), and how many pods answered.
+// running controller pod's metrics endpoint (HTTPS on port 8443, with the scraper's token).
 func (s *suite) controllerMetric(ctx context.Context, name string, want map[string]string) (float64, error) {
 	pods, err := s.pods(ctx, client.InNamespace(wellknown.InstallNamespace), controllerLabels)
 	if err != nil {
@@ -203,37 +202,19 @@ func (s *suite) controllerMetric(ctx context.Context, name string, want map[stri
 	if len(pods) == 0 {
 		return 0, fmt.Errorf("no running controller pod")
 	}
+	token, err := s.metricsToken(ctx)
+	if err != nil {
+		return 0, err
+	}
 	var sum float64
 	for _, p := range pods {
-		body, err := get(ctx, "http://"+net.JoinHostPort(p.Status.PodIP, "8080")+"/metrics")
+		body, err := controllerMetrics(ctx, &p, token)
 		if err != nil {
 			return 0, fmt.Errorf("metrics of controller pod %s: %w", p.Name, err)
 		}
 		sum += metricSum(body, name, want)
 	}
 	return sum, nil
-}
-
-// get returns the body of a 200 answer to GET url.
-func get(ctx context.Context, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-	if err != nil {
-		return nil, err
-	}
-	c := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 5 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close() //nolint:errcheck // read to the end below
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
-	}
-	return body, nil
 }
 
 // metricSum adds the values of the samples of name, in the Prometheus text format, whose labels
