@@ -20,13 +20,15 @@ import (
 )
 
 var (
-	c    client.Client
-	root string
+	c          client.Client
+	restConfig *rest.Config
+	root       string
 )
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, func(cfg *rest.Config) error {
 		var err error
+		restConfig = cfg
 		if root, err = testenv.ProjectRoot(); err != nil {
 			return err
 		}

@@ -15,7 +15,8 @@ import (
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create
+// +kubebuilder:rbac:groups="",resources=configmaps,resourceNames=coxswain-discovery-trust,verbs=get;update;delete
 
 // Labels of every trust bundle ConfigMap Coxswain writes.
 const (
