@@ -33,7 +33,8 @@ func Gateway(namespace, name, class string, port int32) *gwapiv1.Gateway {
 }
 
 // BackendService returns a Service with a port named "http" on port 80, and the EndpointSlice
-// that sends it to b, as the EndpointSlice controller of a real cluster would write it.
+// that sends it to b, with the targetRef to a Pod of the Service's namespace that the
+// controller requires of a hand-written slice (spec.backends.endpointSlices Verified).
 func BackendService(namespace, name string, b *Backend) (*corev1.Service, *discoveryv1.EndpointSlice) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
@@ -53,6 +54,7 @@ func BackendService(namespace, name string, b *Backend) (*corev1.Service, *disco
 		Endpoints: []discoveryv1.Endpoint{{
 			Addresses:  []string{BackendAddress},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: name + "-backend"},
 		}},
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(b.Port), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
