@@ -48,6 +48,7 @@ type options struct {
 // limits are the data plane's protections against careless and hostile clients and backends.
 type limits struct {
 	maxConnections      int
+	maxConnsPerClient   int
 	maxHeaderBytes      int
 	maxHeaderCount      int
 	maxRequestBodyBytes int64
@@ -75,6 +76,8 @@ type limits struct {
 func (l *limits) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.maxConnections, "max-connections", listener.DefaultMaxConnections,
 		"Open client connections, all listeners together; more are closed on accept.")
+	fs.IntVar(&l.maxConnsPerClient, "max-connections-per-client", listener.DefaultMaxConnectionsPerClient,
+		"Open client connections of one client IP address, all listeners together; closed on accept beyond it.")
 	fs.IntVar(&l.maxHeaderBytes, "max-header-bytes", forward.DefaultMaxHeaderBytes,
 		"Size of a request's header fields (also the HTTP/2 header list size); 431 beyond it.")
 	fs.IntVar(&l.maxHeaderCount, "max-header-count", forward.DefaultMaxHeaderCount, "Header fields of a request; 431 beyond it.")
@@ -118,7 +121,8 @@ func (l *limits) register(fs *flag.FlagSet) {
 // check refuses limits that would disable a protection.
 func (l *limits) check() error {
 	for name, v := range map[string]int64{
-		"--max-connections": int64(l.maxConnections), "--max-header-bytes": int64(l.maxHeaderBytes),
+		"--max-connections": int64(l.maxConnections), "--max-connections-per-client": int64(l.maxConnsPerClient),
+		"--max-header-bytes": int64(l.maxHeaderBytes),
 		"--max-header-count": int64(l.maxHeaderCount), "--http2-max-concurrent-streams": int64(l.http2MaxStreams),
 		"--header-read-timeout": int64(l.headerReadTimeout), "--body-read-timeout": int64(l.bodyReadTimeout),
 		"--send-timeout": int64(l.sendTimeout), "--idle-timeout": int64(l.idleTimeout),

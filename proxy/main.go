@@ -173,6 +173,7 @@ func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*d
 			SendTimeout:               l.sendTimeout,
 			MaxHeaderBytes:            l.maxHeaderBytes,
 			MaxConnections:            l.maxConnections,
+			MaxConnectionsPerClient:   l.maxConnsPerClient,
 			HTTP2MaxConcurrentStreams: l.http2MaxStreams,
 			HTTP2StreamWindow:         int32(l.http2StreamWindow), //nolint:gosec // checked to be at most 1 GiB
 			HTTP2ConnectionWindow:     int32(l.http2ConnWindow),   //nolint:gosec // checked to be at most 1 GiB

@@ -80,6 +80,7 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 			return nil, err
 		}
 		opts.Listener.ConnectionRefused = m.ConnectionRefused
+		opts.Listener.ClientConnectionRefused = m.ClientConnectionRefused
 	}
 	if err := d.startOverload(&opts); err != nil {
 		return nil, err

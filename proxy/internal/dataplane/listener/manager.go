@@ -34,6 +34,10 @@ type Options struct {
 	// MaxConnections bounds the open downstream connections of the proxy, all ports together;
 	// connections beyond it are closed on accept. 16384 when zero.
 	MaxConnections int
+	// MaxConnectionsPerClient bounds the open downstream connections of one client IP
+	// address, all ports together; connections beyond it are closed on accept.
+	// DefaultMaxConnectionsPerClient when zero.
+	MaxConnectionsPerClient int
 	// HTTP2MaxConcurrentStreams bounds the streams open at once on one HTTP/2 connection; 100
 	// when zero.
 	HTTP2MaxConcurrentStreams int
@@ -47,15 +51,21 @@ type Options struct {
 	// ConnectionRefused, when set, is called for every connection closed on accept because of
 	// MaxConnections.
 	ConnectionRefused func()
+	// ClientConnectionRefused, when set, is called for every connection closed on accept because
+	// its client address held MaxConnectionsPerClient.
+	ClientConnectionRefused func()
 	// Overload, when set, closes new connections on accept while the proxy is overloaded.
 	Overload *Overload
 }
 
 // Defaults of the connection limits, which the proxy's flags show.
 const (
-	DefaultHeaderReadTimeout         = 10 * time.Second
-	DefaultIdleTimeout               = 120 * time.Second
-	DefaultMaxConnections            = 16384
+	DefaultHeaderReadTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxConnections    = 16384
+	// DefaultMaxConnectionsPerClient is a quarter of the connection limit: a client behind one
+	// address cannot take more, and four such clients are needed to fill it.
+	DefaultMaxConnectionsPerClient   = DefaultMaxConnections / 4
 	DefaultHTTP2MaxConcurrentStreams = 100
 	// The HTTP/2 receive windows: what one connection can pin of the proxy's memory with
 	// request bodies its backends do not read (Envoy's edge recommendation for the stream).
@@ -86,8 +96,14 @@ func (o *Options) defaults() {
 	if o.HTTP2ConnectionWindow == 0 {
 		o.HTTP2ConnectionWindow = DefaultHTTP2ConnectionWindow
 	}
+	if o.MaxConnectionsPerClient == 0 {
+		o.MaxConnectionsPerClient = DefaultMaxConnectionsPerClient
+	}
 	if o.ConnectionRefused == nil {
 		o.ConnectionRefused = func() {}
+	}
+	if o.ClientConnectionRefused == nil {
+		o.ClientConnectionRefused = func() {}
 	}
 }
 
@@ -108,14 +124,19 @@ type Manager struct {
 	servers map[uint32]*server
 	// draining are servers being drained in the background after a table dropped them.
 	draining sync.WaitGroup
-	// open counts the open downstream connections of every port.
-	open atomic.Int64
+	// open counts the open downstream connections of every port, clients those of each client
+	// address.
+	open    atomic.Int64
+	clients *clientConns
 }
 
 // NewManager returns a manager whose servers serve through handler.
 func NewManager(log logr.Logger, handler *forward.Handler, opts Options) *Manager {
 	opts.defaults()
-	return &Manager{log: log, opts: opts, handler: handler, servers: map[uint32]*server{}}
+	return &Manager{
+		log: log, opts: opts, handler: handler, servers: map[uint32]*server{},
+		clients: newClientConns(opts.MaxConnectionsPerClient),
+	}
 }
 
 // Plan is the listener change a table needs: Prepare has bound the new ports; Commit, called

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
@@ -35,7 +36,10 @@ func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, err
 		l.Scheme = "https"
 	}
 	s := &server{port: port, protocol: protocol, addr: ln.Addr(), served: make(chan error, 1)}
-	s.ln = &limitListener{Listener: ln, open: &m.open, max: int64(m.opts.MaxConnections), refused: m.connectionRefused, overload: m.opts.Overload}
+	s.ln = &limitListener{
+		Listener: ln, open: &m.open, max: int64(m.opts.MaxConnections), refused: m.connectionRefused,
+		clients: m.clients, clientRefused: m.opts.ClientConnectionRefused, overload: m.opts.Overload,
+	}
 	s.http = m.httpServer(l, protocol)
 	go func() {
 		if protocol == router.HTTPS {
@@ -104,15 +108,18 @@ func (s *server) shutdown(ctx context.Context) error {
 }
 
 // limitListener bounds the open connections of every port of a manager: a connection
-// accepted beyond the bound, or while the proxy is overloaded, is closed at once and counted,
-// so that a flood of connections cannot exhaust the proxy's descriptors or memory and the
-// established ones stay served.
+// accepted beyond the bound, beyond its client address's share of it, or while the proxy is
+// overloaded, is closed at once and counted, so that a flood of connections cannot exhaust the
+// proxy's descriptors or memory, one client cannot take every place, and the established ones
+// stay served.
 type limitListener struct {
 	net.Listener
-	open     *atomic.Int64
-	max      int64
-	refused  func()
-	overload *Overload
+	open          *atomic.Int64
+	max           int64
+	refused       func()
+	clients       *clientConns
+	clientRefused func()
+	overload      *Overload
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -132,20 +139,30 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			l.refused()
 			continue
 		}
-		return &countedConn{Conn: c, open: l.open}, nil
+		client := clientAddr(c)
+		if !l.clients.take(client) {
+			l.open.Add(-1)
+			_ = c.Close()
+			l.clientRefused()
+			continue
+		}
+		return &countedConn{Conn: c, open: l.open, clients: l.clients, client: client}, nil
 	}
 }
 
-// countedConn gives its place back when closed.
+// countedConn gives its places back when closed.
 type countedConn struct {
 	net.Conn
-	open   *atomic.Int64
-	closed atomic.Bool
+	open    *atomic.Int64
+	clients *clientConns
+	client  netip.Addr
+	closed  atomic.Bool
 }
 
 func (c *countedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.open.Add(-1)
+		c.clients.give(c.client)
 	}
 	return c.Conn.Close()
 }

@@ -12,17 +12,18 @@ import (
 
 // Metrics are the data plane's collectors. A nil *Metrics records nothing.
 type Metrics struct {
-	requests       *prometheus.CounterVec
-	duration       prometheus.Histogram
-	upstreamErrors *prometheus.CounterVec
-	mirrorsDropped prometheus.Counter
-	refused        *prometheus.CounterVec
-	connsRefused   prometheus.Counter
-	retries        *prometheus.CounterVec
-	bufferRefused  *prometheus.CounterVec
-	connsClosed    *prometheus.CounterVec
-	overload       *prometheus.CounterVec
-	unmatched      *RouteCounters
+	requests           *prometheus.CounterVec
+	duration           prometheus.Histogram
+	upstreamErrors     *prometheus.CounterVec
+	mirrorsDropped     prometheus.Counter
+	refused            *prometheus.CounterVec
+	connsRefused       prometheus.Counter
+	clientConnsRefused prometheus.Counter
+	retries            *prometheus.CounterVec
+	bufferRefused      *prometheus.CounterVec
+	connsClosed        *prometheus.CounterVec
+	overload           *prometheus.CounterVec
+	unmatched          *RouteCounters
 }
 
 // New registers the data plane's metrics on reg; connections reports the number of open
@@ -54,6 +55,10 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 			Name: "coxswain_proxy_refused_connections_total",
 			Help: "Downstream connections closed on accept because the proxy's connection limit was reached.",
 		}),
+		clientConnsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coxswain_proxy_refused_client_connections_total",
+			Help: "Downstream connections closed on accept because their client address held its share of the connection limit (--max-connections-per-client).",
+		}),
 	}
 	m.retries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coxswain_proxy_retries_total",
@@ -75,7 +80,7 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 		Name: "coxswain_proxy_active_connections",
 		Help: "Open downstream connections.",
 	}, connections)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.retries, m.bufferRefused, m.connsClosed, m.overload, active} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.clientConnsRefused, m.retries, m.bufferRefused, m.connsClosed, m.overload, active} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register data plane metrics: %w", err)
 		}
@@ -155,6 +160,14 @@ func (m *Metrics) MirrorDropped() {
 func (m *Metrics) Refused(reason string) {
 	if m != nil {
 		m.refused.WithLabelValues(reason).Inc()
+	}
+}
+
+// ClientConnectionRefused counts a connection closed because its client address held its share
+// of the connection limit.
+func (m *Metrics) ClientConnectionRefused() {
+	if m != nil {
+		m.clientConnsRefused.Inc()
 	}
 }
 
