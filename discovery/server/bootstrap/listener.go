@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/peer"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/internal/connlimit"
@@ -146,19 +145,10 @@ func (c *Connections) activity(ctx context.Context, req any, info *grpc.UnarySer
 
 // connection returns the connection of the call of ctx, nil when none of c's listeners holds it.
 func (c *Connections) connection(ctx context.Context) *connlimit.Conn {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return nil
-	}
 	c.mu.Lock()
 	listeners := c.listeners
 	c.mu.Unlock()
-	for _, l := range listeners {
-		if conn := l.Lookup(p.LocalAddr, p.Addr); conn != nil {
-			return conn
-		}
-	}
-	return nil
+	return connlimit.ConnOf(ctx, listeners)
 }
 
 // refusedConnection counts and logs, unless logged too often lately, a connection closed at accept.

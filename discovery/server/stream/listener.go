@@ -5,8 +5,6 @@ import (
 	"net"
 	"time"
 
-	"google.golang.org/grpc/peer"
-
 	"coxswain.dev/coxswain/discovery/server/internal/connlimit"
 )
 
@@ -53,19 +51,10 @@ func (s *Server) refusedConnection(reason connlimit.Reason, source string) {
 // connection returns the connection the stream of ctx rides, or nil when none of the server's
 // listeners holds it (a gRPC server served without Listener).
 func (s *Server) connection(ctx context.Context) *connlimit.Conn {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return nil
-	}
 	s.connsMu.Lock()
 	listeners := s.listeners
 	s.connsMu.Unlock()
-	for _, l := range listeners {
-		if c := l.Lookup(p.LocalAddr, p.Addr); c != nil {
-			return c
-		}
-	}
-	return nil
+	return connlimit.ConnOf(ctx, listeners)
 }
 
 // supersededOnSameConnection reports whether a session that superseded p rides p's connection.

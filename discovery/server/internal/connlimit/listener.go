@@ -1,10 +1,13 @@
 package connlimit
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc/peer"
 )
 
 // Reason says why a connection was closed at accept; the listeners use it as a metric label.
@@ -132,6 +135,21 @@ func (l *Listener) Lookup(local, remote net.Addr) *Conn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.conns[keyOf(local, remote)]
+}
+
+// ConnOf returns the connection that carries the gRPC call of ctx, looked up in listeners, or
+// nil when none of them holds it.
+func ConnOf(ctx context.Context, listeners []*Listener) *Conn {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	for _, l := range listeners {
+		if c := l.Lookup(p.LocalAddr, p.Addr); c != nil {
+			return c
+		}
+	}
+	return nil
 }
 
 // Open returns how many connections are open, in total and from source.
