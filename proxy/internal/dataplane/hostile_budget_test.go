@@ -564,3 +564,25 @@ func TestHTTP2WindowsAreBounded(t *testing.T) {
 		t.Errorf("advertised a %d-byte stream window and a %d-byte connection window; want 65536 and 524288", stream, conn)
 	}
 }
+
+// Tests that the response which reaches the request cap closes its connection even when the
+// proxy answers it itself (a route's direct status, whose answer clears the response header).
+func TestRequestCapClosesTheConnectionOfADirectAnswer(t *testing.T) {
+	t.Parallel()
+	app, _ := backend(t, "app")
+	d := start(t, dataplane.Options{Forward: forward.Options{MaxRequestsPerConnection: 2}})
+	proxy := routeAll(t, d, hostPort(app), func(r *discoveryv1.Route) { r.DirectStatus = http.StatusForbidden })
+	c, br := rawConn(t, proxy)
+	for i := range 2 {
+		resp, _ := roundTrip(t, c, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("request %d: status %d, want the route's 403", i+1, resp.StatusCode)
+		}
+		if resp.Close != (i == 1) {
+			t.Errorf("request %d: Connection: close %v, want it only on the second", i+1, resp.Close)
+		}
+	}
+	if !closedByPeer(c, 2*time.Second) {
+		t.Error("the connection stayed open after the request cap's direct answer")
+	}
+}

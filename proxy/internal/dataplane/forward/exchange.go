@@ -139,13 +139,19 @@ func (x *exchange) extendSend() {
 	_ = x.rc.SetWriteDeadline(x.sendBy)
 }
 
-// fail answers with status and an empty body.
+// fail answers with status and an empty body, keeping only a Connection: close the proxy set.
 func (x *exchange) fail(status int) int {
 	if x.wrote {
 		return status
 	}
 	hdr := x.w.Header()
+	closing := hdr[headerConnection]
 	clear(hdr)
+	if len(closing) == 1 && closing[0] == "close" {
+		// The proxy's own decision to close (the request cap, rapid reset, overload): no
+		// backend's answer is in the header yet when the proxy answers itself.
+		hdr[headerConnection] = closing
+	}
 	hdr["Content-Length"] = []string{"0"}
 	x.writeHeader(status)
 	return status
