@@ -24,9 +24,8 @@ type exchange struct {
 	route    *router.Route
 	start    time.Time
 	// host is the normalized host the request was routed by; path is the target path in the
-	// router's form (see router.CleanPath), which the routes match and the backend receives;
-	// matchPath is the same path, named for the matching.
-	host, path, matchPath string
+	// router's form (see router.CleanPath), which the routes match and the backend receives.
+	host, path string
 	// port and vhost are what the request's host selects, once looked up (looked).
 	port     *router.Port
 	vhost    *router.VirtualHost
@@ -41,6 +40,10 @@ type exchange struct {
 	bytes int64
 	// abort resets the client's stream once the handler returns.
 	abort bool
+	// closeConn is the proxy's decision that the response ends its connection (a request cap,
+	// rapid reset, overload, a request body left unread): writeHeader sends Connection: close,
+	// whatever answer goes out.
+	closeConn bool
 	// sendBy is the deadline of writes to the client, zero until the first.
 	sendBy time.Time
 }
@@ -84,7 +87,7 @@ func (x *exchange) match() (route *router.Route, misdirected bool) {
 	if x.port.ClientValidation(vh) != nil {
 		dropClientCertHeaders(x.r.Header)
 	}
-	return vh.Match(x.host, x.r.Method, x.matchPath, (*routed)(x)), false
+	return vh.Match(x.host, x.r.Method, x.path, (*routed)(x)), false
 }
 
 // virtualHost returns the virtual host the request's host selects on its port, or nil, and
@@ -139,19 +142,13 @@ func (x *exchange) extendSend() {
 	_ = x.rc.SetWriteDeadline(x.sendBy)
 }
 
-// fail answers with status and an empty body, keeping only a Connection: close the proxy set.
+// fail answers with status and an empty body.
 func (x *exchange) fail(status int) int {
 	if x.wrote {
 		return status
 	}
 	hdr := x.w.Header()
-	closing := hdr[headerConnection]
 	clear(hdr)
-	if len(closing) == 1 && closing[0] == "close" {
-		// The proxy's own decision to close (the request cap, rapid reset, overload): no
-		// backend's answer is in the header yet when the proxy answers itself.
-		hdr[headerConnection] = closing
-	}
 	hdr["Content-Length"] = []string{"0"}
 	x.writeHeader(status)
 	return status
@@ -166,13 +163,13 @@ func (x *exchange) refuse(status int, reason string) int {
 	case http.StatusBadRequest, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge:
 		if x.r.ProtoMajor == 1 {
 			// On HTTP/2 the stream ends alone; Connection: close would end the connection.
-			x.w.Header().Set("Connection", "close")
+			x.closeConn = true
 		}
 	}
 	return x.failKeep(status)
 }
 
-// failKeep is fail that keeps the headers already set (Connection: close, Allow).
+// failKeep is fail that keeps the headers already set (Allow).
 func (x *exchange) failKeep(status int) int {
 	if x.wrote {
 		return status
@@ -184,6 +181,9 @@ func (x *exchange) failKeep(status int) int {
 
 // writeHeader sends the response header, with SendTimeout for the client to take it.
 func (x *exchange) writeHeader(status int) {
+	if x.closeConn {
+		x.w.Header()[headerConnection] = []string{"close"}
+	}
 	x.extendSend()
 	x.w.WriteHeader(status)
 	x.wrote = true

@@ -162,7 +162,7 @@ func (h *Handler) forward(x *exchange) int {
 		if body != nil && !body.done.Load() && x.r.ProtoMajor == 1 {
 			// The backend answered before the body ended: the rest of it is still on the
 			// connection, which is not read for another request.
-			x.w.Header()[headerConnection] = []string{"close"}
+			x.closeConn = true
 		}
 		return x.relay(resp, b, cancel)
 	}
@@ -279,7 +279,7 @@ func (x *exchange) outbound(ctx context.Context, ep *upstream.Endpoint, body *re
 	host, path := in.Host, x.path
 	if rw := r.Rewrite; rw != nil {
 		if rw.Path != nil {
-			path = escapePath(rw.Path.ReplacePath(r, x.matchPath))
+			path = escapePath(rw.Path.ReplacePath(r, x.path))
 		}
 		if rw.Hostname != "" {
 			host = rw.Hostname

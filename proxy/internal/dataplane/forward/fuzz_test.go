@@ -42,8 +42,8 @@ func FuzzForwardedPath(f *testing.F) {
 		if status, _ := x.validate(); status != 0 {
 			return
 		}
-		if _, ok := router.CleanPath(x.matchPath); !ok || hasDotSegment(x.matchPath) {
-			t.Fatalf("%q: matched path %q holds a dot segment", target, x.matchPath)
+		if _, ok := router.CleanPath(x.path); !ok || hasDotSegment(x.path) {
+			t.Fatalf("%q: matched path %q holds a dot segment", target, x.path)
 		}
 		route, _ := x.match()
 		if route == nil {
@@ -56,7 +56,7 @@ func FuzzForwardedPath(f *testing.F) {
 			x.redirect(route.Redirect)
 			loc := x.w.Header().Get("Location")
 			sent = strings.TrimPrefix(loc, "http://x")
-			checkReplaced(t, target, sent, "/target", "/rd", x.matchPath)
+			checkReplaced(t, target, sent, "/target", "/rd", x.path)
 		default:
 			out := x.outbound(context.Background(), &upstream.Endpoint{Address: "192.0.2.2:80"}, nil, false)
 			sent = out.URL.Opaque
@@ -64,9 +64,9 @@ func FuzzForwardedPath(f *testing.F) {
 				sent += "?" + out.URL.RawQuery
 			}
 			if route.Rewrite != nil {
-				checkReplaced(t, target, out.URL.Opaque, "/new", "/rw", x.matchPath)
-			} else if out.URL.Opaque != x.matchPath {
-				t.Fatalf("%q: matched %q, forwarded %q", target, x.matchPath, out.URL.Opaque)
+				checkReplaced(t, target, out.URL.Opaque, "/new", "/rw", x.path)
+			} else if out.URL.Opaque != x.path {
+				t.Fatalf("%q: matched %q, forwarded %q", target, x.path, out.URL.Opaque)
 			}
 		}
 		if hasDotSegment(sent) {

@@ -194,15 +194,15 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
 	case c != nil && c.flooded.Load():
 		// The connection was told to go away for resetting its streams: what it still sends
 		// is not forwarded.
-		w.Header()[headerConnection] = []string{"close"}
+		x.closeConn = true
 		status = x.refuse(http.StatusServiceUnavailable, reasonRapidReset)
 	case h.opts.Overloaded():
 		// Over the memory watermark: shed the request and its connection.
-		w.Header()[headerConnection] = []string{"close"}
+		x.closeConn = true
 		h.opts.Metrics.OverloadRefused("request")
 		status = x.refuse(http.StatusServiceUnavailable, reasonOverloaded)
 	default:
-		h.countRequest(c, w)
+		h.countRequest(c, &x)
 		status = h.answer(&x)
 		h.countReset(c, &x)
 	}
@@ -339,7 +339,7 @@ func connectionOf(r *http.Request) *connection {
 
 // countRequest counts one more request of c; the request that reaches
 // MaxRequestsPerConnection, and any after it, closes the connection after its response.
-func (h *Handler) countRequest(c *connection, w http.ResponseWriter) {
+func (h *Handler) countRequest(c *connection, x *exchange) {
 	if c == nil {
 		return
 	}
@@ -347,7 +347,7 @@ func (h *Handler) countRequest(c *connection, w http.ResponseWriter) {
 	if n < int64(h.opts.MaxRequestsPerConnection) {
 		return
 	}
-	w.Header()[headerConnection] = []string{"close"}
+	x.closeConn = true
 	if n == int64(h.opts.MaxRequestsPerConnection) {
 		h.opts.Metrics.ConnectionClosed("max_requests")
 	}

@@ -94,7 +94,6 @@ func (x *exchange) checkTarget() (int, string) {
 	if x.path, ok = router.CleanPath(u.EscapedPath()); !ok || u.Opaque != "" {
 		return http.StatusBadRequest, reasonBadPath
 	}
-	x.matchPath = x.path
 	if reading, ambiguous, ok := router.SeparatorReading(x.path); !ok || ambiguous && !x.routesAlike(reading) {
 		return http.StatusBadRequest, reasonAmbiguousPath
 	}
