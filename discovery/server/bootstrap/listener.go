@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -81,8 +80,7 @@ type Connections struct {
 	log     logr.Logger
 	quiet   *quiet.Limiter
 
-	mu        sync.Mutex
-	listeners []*connlimit.Listener
+	listeners connlimit.Set
 }
 
 // NewConnections fills in the defaults of cfg and registers the refusal metric.
@@ -109,15 +107,11 @@ func NewConnections(cfg ConnectionsConfig) (*Connections, error) {
 // finish its handshake within BusyHandshakeTimeout; a connection without a Bootstrap call for
 // MaxConnectionIdle is closed.
 func (c *Connections) Listener(lis net.Listener) net.Listener {
-	l := connlimit.New(lis, connlimit.Config{
+	return c.listeners.New(lis, connlimit.Config{
 		Max: c.cfg.MaxConnections, PerSource: c.cfg.MaxConnectionsPerSource,
 		BusyHandshakeTimeout: c.cfg.BusyHandshakeTimeout, IdleTimeout: c.cfg.MaxConnectionIdle,
 		Refused: c.refusedConnection,
 	})
-	c.mu.Lock()
-	c.listeners = append(c.listeners, l)
-	c.mu.Unlock()
-	return l
 }
 
 // ServerOptions are the options NewGRPCServer takes to serve on c's listeners: only Bootstrap
@@ -145,10 +139,7 @@ func (c *Connections) activity(ctx context.Context, req any, info *grpc.UnarySer
 
 // connection returns the connection of the call of ctx, nil when none of c's listeners holds it.
 func (c *Connections) connection(ctx context.Context) *connlimit.Conn {
-	c.mu.Lock()
-	listeners := c.listeners
-	c.mu.Unlock()
-	return connlimit.ConnOf(ctx, listeners)
+	return c.listeners.ConnOf(ctx)
 }
 
 // refusedConnection counts and logs, unless logged too often lately, a connection closed at accept.

@@ -29,15 +29,11 @@ const (
 // server closes a connection of this
 // listener whose send is stuck (see session.send). Serve the gRPC server on the result.
 func (s *Server) Listener(lis net.Listener) net.Listener {
-	l := connlimit.New(lis, connlimit.Config{
+	return s.listeners.New(lis, connlimit.Config{
 		Max: s.limits.connections, PerSource: s.limits.perSource,
 		BusyHandshakeTimeout: s.limits.busyHandshakeTimeout, IdleTimeout: s.limits.maxConnectionIdle,
 		Refused: s.refusedConnection,
 	})
-	s.connsMu.Lock()
-	s.listeners = append(s.listeners, l)
-	s.connsMu.Unlock()
-	return l
 }
 
 // refusedConnection counts and logs, unless logged too often lately, a connection closed at accept.
@@ -51,10 +47,7 @@ func (s *Server) refusedConnection(reason connlimit.Reason, source string) {
 // connection returns the connection the stream of ctx rides, or nil when none of the server's
 // listeners holds it (a gRPC server served without Listener).
 func (s *Server) connection(ctx context.Context) *connlimit.Conn {
-	s.connsMu.Lock()
-	listeners := s.listeners
-	s.connsMu.Unlock()
-	return connlimit.ConnOf(ctx, listeners)
+	return s.listeners.ConnOf(ctx)
 }
 
 // supersededOnSameConnection reports whether a session that superseded p rides p's connection.

@@ -113,8 +113,7 @@ type Server struct {
 	inFlight *budget
 
 	// listeners are the connection caps Listener made, where a stuck stream's connection is found.
-	connsMu   sync.Mutex
-	listeners []*connlimit.Listener
+	listeners connlimit.Set
 
 	mu          sync.Mutex
 	sessions    map[sessionKey]*session

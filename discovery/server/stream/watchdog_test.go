@@ -50,7 +50,7 @@ func (e *env) ackUnread(p *proxy, nonce string) {
 func (e *env) closedConnection(t *testing.T, p *proxy) {
 	t.Helper()
 	waitFor(t, "the server to close the connection", func() bool {
-		open, _ := e.srv.listeners[0].Open("127.0.0.1")
+		open, _ := e.srv.listeners.Open("127.0.0.1")
 		return open == 0
 	})
 	if _, err := p.recv(); status.Code(err) != codes.Unavailable {

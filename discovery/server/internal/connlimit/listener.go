@@ -137,13 +137,44 @@ func (l *Listener) Lookup(local, remote net.Addr) *Conn {
 	return l.conns[keyOf(local, remote)]
 }
 
-// ConnOf returns the connection that carries the gRPC call of ctx, looked up in listeners, or
-// nil when none of them holds it.
-func ConnOf(ctx context.Context, listeners []*Listener) *Conn {
+// Set holds the listeners one gRPC server is served on, so that a call finds its connection.
+// The zero Set is empty and ready.
+type Set struct {
+	mu        sync.Mutex
+	listeners []*Listener
+}
+
+// New wraps lis with the limits of cfg, as New does, and adds the result to s.
+func (s *Set) New(lis net.Listener, cfg Config) *Listener {
+	l := New(lis, cfg)
+	s.mu.Lock()
+	s.listeners = append(s.listeners, l)
+	s.mu.Unlock()
+	return l
+}
+
+// Open returns how many connections s's listeners hold open, in total and from source.
+func (s *Set) Open(source string) (total, fromSource int) {
+	s.mu.Lock()
+	listeners := s.listeners
+	s.mu.Unlock()
+	for _, l := range listeners {
+		t, f := l.Open(source)
+		total, fromSource = total+t, fromSource+f
+	}
+	return total, fromSource
+}
+
+// ConnOf returns the connection that carries the gRPC call of ctx, or nil when none of s's
+// listeners holds it (a server served on another listener).
+func (s *Set) ConnOf(ctx context.Context) *Conn {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return nil
 	}
+	s.mu.Lock()
+	listeners := s.listeners
+	s.mu.Unlock()
 	for _, l := range listeners {
 		if c := l.Lookup(p.LocalAddr, p.Addr); c != nil {
 			return c
