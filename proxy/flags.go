@@ -15,6 +15,7 @@ import (
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/proxy/internal/agent"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
@@ -42,6 +43,7 @@ type options struct {
 	verbosity        int
 	shutdownTimeout  time.Duration
 	snapshotCache    string
+	http1Engine      string
 	limits           limits
 }
 
@@ -178,6 +180,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity: 0 or 1.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "How long to drain on SIGTERM.")
 	o.limits.register(fs)
+	fs.StringVar(&o.http1Engine, "http1-engine", string(http1.DefaultEngine),
+		"HTTP/1.1 engine of the listeners and of the connections to backends: native (the proxy's own strict codec) or nethttp (Go's net/http).")
 	fs.StringVar(&o.snapshotCache, "snapshot-cache", "",
 		"File on a memory-backed volume (tmpfs) where the last good snapshot is kept and restored from on restart; off when empty.")
 	if err := fs.Parse(args); err != nil {
@@ -193,6 +197,9 @@ func parseFlags(args []string) (*options, error) {
 func (o *options) complete() error {
 	if err := o.limits.check(); err != nil {
 		return err
+	}
+	if _, err := http1.ParseEngine(o.http1Engine); err != nil {
+		return fmt.Errorf("--http1-engine: %w", err)
 	}
 	if (o.gatewayNamespace == "") != (o.gatewayName == "") {
 		return errors.New("--gateway-namespace and --gateway-name go together")

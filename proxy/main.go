@@ -24,6 +24,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/agent"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 	"coxswain.dev/coxswain/proxy/internal/health"
@@ -163,7 +164,12 @@ func (p *process) waitForStop(ctx context.Context, served <-chan error, agentDon
 // each Gateway listener port on --listen-host, shifted by --port-offset.
 func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*dataplane.DataPlane, error) {
 	l := &opts.limits
+	engine, err := http1.ParseEngine(opts.http1Engine)
+	if err != nil {
+		return nil, fmt.Errorf("--http1-engine: %w", err)
+	}
 	dpOpts := dataplane.Options{
+		HTTP1Engine: engine,
 		Listener: listener.Options{
 			Address: func(port uint32) string {
 				return net.JoinHostPort(opts.listenHost, strconv.FormatUint(uint64(port)+uint64(opts.portOffset), 10))

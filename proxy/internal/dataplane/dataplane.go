@@ -13,6 +13,7 @@ import (
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/metrics"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
@@ -25,8 +26,11 @@ var ErrShutdown = errors.New("data plane is shut down")
 
 // Options configure the data plane; zero values take each part's defaults.
 type Options struct {
-	Listener listener.Options
-	Upstream upstream.Options
+	// HTTP1Engine serves HTTP/1.1 on the listeners and speaks it to backends; it overrides the
+	// Engine of Listener and Upstream. http1.DefaultEngine when empty.
+	HTTP1Engine http1.Engine
+	Listener    listener.Options
+	Upstream    upstream.Options
 	// Forward tunes the request path; its AccessLog and Metrics are set from the fields below.
 	Forward forward.Options
 	// AccessLog, when set, receives one JSON line per request.
@@ -56,6 +60,9 @@ type DataPlane struct {
 
 // New returns a data plane that serves nothing until the first Apply.
 func New(log logr.Logger, opts Options) (*DataPlane, error) {
+	if opts.HTTP1Engine != "" {
+		opts.Listener.Engine, opts.Upstream.Engine = opts.HTTP1Engine, opts.HTTP1Engine
+	}
 	d := &DataPlane{log: log, pool: upstream.NewPool(opts.Upstream)}
 	if opts.AccessLog != nil {
 		d.accessLog = accesslog.New(opts.AccessLog, time.Second)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
@@ -56,6 +57,8 @@ type Options struct {
 	ClientConnectionRefused func()
 	// Overload, when set, closes new connections on accept while the proxy is overloaded.
 	Overload *Overload
+	// Engine serves HTTP/1.1; http1.DefaultEngine when empty. HTTP/2 is Go's server either way.
+	Engine http1.Engine
 }
 
 // Defaults of the connection limits, which the proxy's flags show.
@@ -74,6 +77,9 @@ const (
 )
 
 func (o *Options) defaults() {
+	if o.Engine == "" {
+		o.Engine = http1.DefaultEngine
+	}
 	if o.Address == nil {
 		o.Address = func(port uint32) string { return ":" + strconv.FormatUint(uint64(port), 10) }
 	}

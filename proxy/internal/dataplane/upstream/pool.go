@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
@@ -41,6 +42,9 @@ type Options struct {
 	MaxResponseHeaderBytes int64
 	// BufferSize is the read and write buffer of one upstream connection; 32 KiB when zero.
 	BufferSize int
+	// Engine speaks HTTP/1.1 to the endpoints; http1.DefaultEngine when empty. HTTP/2 (h2c and
+	// over TLS) is Go's Transport either way.
+	Engine http1.Engine
 }
 
 // Defaults of the endpoint limits, which the proxy's flags show.
@@ -52,6 +56,9 @@ const (
 )
 
 func (o *Options) defaults() {
+	if o.Engine == "" {
+		o.Engine = http1.DefaultEngine
+	}
 	if o.MaxConnsPerEndpoint == 0 {
 		o.MaxConnsPerEndpoint = DefaultMaxConnsPerEndpoint
 	}
