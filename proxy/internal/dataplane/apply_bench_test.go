@@ -87,7 +87,7 @@ func BenchmarkApplyDelta(b *testing.B) {
 
 func benchDataPlane(b *testing.B, first *resource.Set) *dataplane.DataPlane {
 	b.Helper()
-	d, err := dataplane.New(logr.Discard(), dataplane.Options{Listener: listenOn127()})
+	d, err := dataplane.New(logr.Discard(), withEngine(dataplane.Options{Listener: listenOn127()}))
 	if err != nil {
 		b.Fatal(err)
 	}

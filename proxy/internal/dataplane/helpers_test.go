@@ -63,9 +63,11 @@ func backend(t *testing.T, name string) (*httptest.Server, *atomic.Int64) {
 func hostPort(srv *httptest.Server) string { return strings.TrimPrefix(srv.URL, "http://") }
 
 // start returns a data plane binding every table port to an ephemeral port on 127.0.0.1, shut
-// down when the test ends.
+// down when the test ends, serving with the pass's HTTP/1.1 engine unless opts names one.
 func start(t *testing.T, opts dataplane.Options) *dataplane.DataPlane {
 	t.Helper()
+	opts = withEngine(opts)
+	nameEngineOnFailure(t, opts.HTTP1Engine)
 	opts.Listener.Address = func(uint32) string { return "127.0.0.1:0" }
 	if opts.Listener.DrainTimeout == 0 {
 		opts.Listener.DrainTimeout = 2 * time.Second

@@ -5,14 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func filter(kind any) *discoveryv1.Filter {
 	switch k := kind.(type) {

@@ -100,7 +100,7 @@ func TestListenersFollowTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = taken.Close() }()
-	fixed, err := dataplane.New(logger(t), dataplane.Options{})
+	fixed, err := dataplane.New(logger(t), withEngine(dataplane.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestListenersFollowTables(t *testing.T) {
 func TestShutdownDrains(t *testing.T) {
 	t.Parallel()
 	app, _ := backend(t, "app")
-	d, err := dataplane.New(logger(t), dataplane.Options{Listener: listenOn127()})
+	d, err := dataplane.New(logger(t), withEngine(dataplane.Options{Listener: listenOn127()}))
 	if err != nil {
 		t.Fatal(err)
 	}
