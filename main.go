@@ -26,6 +26,7 @@ import (
 
 	"coxswain.dev/coxswain/api/v1alpha1"
 	"coxswain.dev/coxswain/controllers"
+	"coxswain.dev/coxswain/discovery/buildinfo"
 	snapcache "coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/discoveryserver"
@@ -50,10 +51,15 @@ type options struct {
 	settings       *settings.Flags
 	limits         *discoveryserver.Limits
 	zap            zap.Options
+	version        bool
 }
 
 func main() {
 	opts := parseFlags(flag.CommandLine, os.Args[1:])
+	if opts.version {
+		fmt.Println(buildinfo.String("coxswain"))
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
 	if err := run(opts); err != nil {
 		ctrl.Log.Error(err, "Operator stopped")
@@ -78,6 +84,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 	o.settings = settings.RegisterFlags(fs, os.LookupEnv)
 	o.limits = discoveryserver.RegisterLimitFlags(fs)
 	o.zap.BindFlags(fs)
+	fs.BoolVar(&o.version, "version", false, "Print the version and revision, and exit.")
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag
 	return o
 }
@@ -255,6 +262,7 @@ func proxyDefaults(o *options, s settings.Settings) provision.Defaults {
 		Replicas:                 s.ProxyReplicas,
 		Resources:                s.ProxyResources,
 		ServiceType:              s.ProxyServiceType,
+		HTTP1Engine:              s.ProxyHTTP1Engine,
 		DiscoveryEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.StreamPort)),
 		BootstrapEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.BootstrapPort)),
 		ControllerNamespace:      o.namespace,

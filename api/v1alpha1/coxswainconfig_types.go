@@ -190,7 +190,24 @@ type ProxyDefaults struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +listType=set
 	AllowedImages []string `json:"allowedImages,omitempty"`
+
+	// HTTP1Engine is the HTTP/1.1 engine of the proxies the operator provisions (their
+	// --http1-engine flag): Native, the proxy's own strict codec and upstream client, or NetHTTP,
+	// Go's net/http. A Gateway's CoxswainGatewayParameters may choose otherwise. Default: the
+	// proxy's own default. The shared pool's Deployment is not provisioned: set its flag there.
+	// +optional
+	HTTP1Engine *HTTP1Engine `json:"http1Engine,omitempty"`
 }
+
+// HTTP1Engine names an HTTP/1.1 engine of the proxy; the values are the proxy flag's.
+// +kubebuilder:validation:Enum=native;nethttp
+type HTTP1Engine string
+
+// The HTTP/1.1 engines (wellknown.HTTP1EngineNative and wellknown.HTTP1EngineNetHTTP).
+const (
+	HTTP1EngineNative  HTTP1Engine = "native"
+	HTTP1EngineNetHTTP HTTP1Engine = "nethttp"
+)
 
 // SharedPoolSpec bounds what one namespace's Gateways take of the shared pool.
 type SharedPoolSpec struct {
@@ -246,6 +263,8 @@ type EffectiveSettings struct {
 	ProxyReplicas         int32  `json:"proxyReplicas"`
 	// +optional
 	ProxyServiceType corev1.ServiceType `json:"proxyServiceType,omitempty"`
+	// +optional
+	ProxyHTTP1Engine HTTP1Engine `json:"proxyHTTP1Engine,omitempty"`
 	// +optional
 	MaxSharedGatewaysPerNamespace int32 `json:"maxSharedGatewaysPerNamespace,omitempty"`
 	// +optional

@@ -33,6 +33,11 @@ type CoxswainGatewayParametersSpec struct {
 	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
 	ServiceType *corev1.ServiceType `json:"serviceType,omitempty"`
 
+	// HTTP1Engine is the HTTP/1.1 engine of the proxy: native or nethttp. Default: the
+	// CoxswainConfig's spec.proxy.http1Engine, the proxy's own default when that is unset.
+	// +optional
+	HTTP1Engine *HTTP1Engine `json:"http1Engine,omitempty"`
+
 	// NodeSelector constrains the proxy pods to nodes with these labels.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`

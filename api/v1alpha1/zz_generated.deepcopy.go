@@ -268,6 +268,11 @@ func (in *CoxswainGatewayParametersSpec) DeepCopyInto(out *CoxswainGatewayParame
 		*out = new(corev1.ServiceType)
 		**out = **in
 	}
+	if in.HTTP1Engine != nil {
+		in, out := &in.HTTP1Engine, &out.HTTP1Engine
+		*out = new(HTTP1Engine)
+		**out = **in
+	}
 	if in.NodeSelector != nil {
 		in, out := &in.NodeSelector, &out.NodeSelector
 		*out = make(map[string]string, len(*in))
@@ -406,6 +411,11 @@ func (in *ProxyDefaults) DeepCopyInto(out *ProxyDefaults) {
 		in, out := &in.AllowedImages, &out.AllowedImages
 		*out = make([]string, len(*in))
 		copy(*out, *in)
+	}
+	if in.HTTP1Engine != nil {
+		in, out := &in.HTTP1Engine, &out.HTTP1Engine
+		*out = new(HTTP1Engine)
+		**out = **in
 	}
 }
 

@@ -174,19 +174,23 @@ func (m Model) container() corev1.Container {
 		caps.Add = []corev1.Capability{"NET_BIND_SERVICE"}
 	}
 	resources := m.resources()
+	args := []string{
+		"--discovery-endpoint=" + m.Defaults.DiscoveryEndpoint,
+		"--bootstrap-endpoint=" + m.Defaults.BootstrapEndpoint,
+		"--controller-namespace=" + m.Defaults.ControllerNamespace,
+		"--controller-service-account=" + m.Defaults.ControllerServiceAccount,
+		"--gateway-namespace=" + m.Gateway.Namespace,
+		"--gateway-name=" + m.Gateway.Name,
+		fmt.Sprintf("--health-address=:%d", m.HealthPort),
+		"--snapshot-cache=" + wellknown.SnapshotCachePath,
+	}
+	if e := m.http1Engine(); e != "" {
+		args = append(args, wellknown.HTTP1EngineFlag+"="+string(e))
+	}
 	return corev1.Container{
 		Name:  containerName,
 		Image: m.image(),
-		Args: []string{
-			"--discovery-endpoint=" + m.Defaults.DiscoveryEndpoint,
-			"--bootstrap-endpoint=" + m.Defaults.BootstrapEndpoint,
-			"--controller-namespace=" + m.Defaults.ControllerNamespace,
-			"--controller-service-account=" + m.Defaults.ControllerServiceAccount,
-			"--gateway-namespace=" + m.Gateway.Namespace,
-			"--gateway-name=" + m.Gateway.Name,
-			fmt.Sprintf("--health-address=:%d", m.HealthPort),
-			"--snapshot-cache=" + wellknown.SnapshotCachePath,
-		},
+		Args:  args,
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAME", ValueFrom: fieldRef("metadata.name")},
 			{Name: "POD_NAMESPACE", ValueFrom: fieldRef("metadata.namespace")},

@@ -26,6 +26,8 @@ type Defaults struct {
 	// ServiceType is the type of the Services that give Gateways their addresses; LoadBalancer
 	// when empty.
 	ServiceType corev1.ServiceType
+	// HTTP1Engine is the proxy's HTTP/1.1 engine; the proxy's own default when empty.
+	HTTP1Engine v1alpha1.HTTP1Engine
 	// DiscoveryEndpoint is host:port of the controller's mTLS stream listener.
 	DiscoveryEndpoint string
 	// BootstrapEndpoint is host:port of the controller's bootstrap listener.
@@ -125,6 +127,14 @@ func (m Model) replicas() int32 {
 		return *m.Params.Replicas
 	}
 	return m.Defaults.Replicas
+}
+
+// http1Engine is the engine the parameters or the defaults name, empty for the proxy's own.
+func (m Model) http1Engine() v1alpha1.HTTP1Engine {
+	if m.Params.HTTP1Engine != nil {
+		return *m.Params.HTTP1Engine
+	}
+	return m.Defaults.HTTP1Engine
 }
 
 func (m Model) image() string {

@@ -53,6 +53,7 @@ func overlayProxy(s *Settings, p *v1alpha1.ProxyDefaults) {
 	setIf(&s.ProxyImage, p.Image)
 	setIf(&s.ProxyReplicas, p.Replicas)
 	setIf(&s.ProxyServiceType, p.ServiceType)
+	setIf(&s.ProxyHTTP1Engine, p.HTTP1Engine)
 	if p.AllowedImages != nil {
 		s.AllowedProxyImages = slices.Clone(p.AllowedImages)
 	}
@@ -94,6 +95,7 @@ func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 		ProxyImage:            s.ProxyImage,
 		ProxyReplicas:         s.ProxyReplicas,
 		ProxyServiceType:      s.ProxyServiceType,
+		ProxyHTTP1Engine:      s.ProxyHTTP1Engine,
 		EndpointSlices:        s.EndpointSlices,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
+	"coxswain.dev/coxswain/discovery/buildinfo"
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
@@ -27,8 +28,9 @@ const (
 	EnvMaxStreamsPerIdentity = "COXSWAIN_DISCOVERY_MAX_STREAMS_PER_IDENTITY"
 )
 
-// DefaultProxyImage is the proxy image used when nothing else names one.
-const DefaultProxyImage = "coxswain.dev/coxswain-proxy:dev"
+// DefaultProxyImage is the proxy image used when nothing else names one: the proxy of the
+// operator's own release (buildinfo, stamped by `make release`).
+var DefaultProxyImage = buildinfo.ProxyImage()
 
 // DefaultProxyReplicas is the number of proxy pods used when nothing else names one.
 const DefaultProxyReplicas int32 = 2
@@ -55,6 +57,9 @@ type Settings struct {
 	ProxyResources     corev1.ResourceRequirements
 	// ProxyServiceType is the type of the Services that give Gateways their addresses.
 	ProxyServiceType corev1.ServiceType
+	// ProxyHTTP1Engine is the HTTP/1.1 engine of provisioned proxies; the proxy's default when
+	// empty.
+	ProxyHTTP1Engine v1alpha1.HTTP1Engine
 	// AllowedProxyImages are the images (exact, or a prefix ending with "*") a Gateway's own
 	// parameters may name; a GatewayClass's parameters may name any.
 	AllowedProxyImages []string

@@ -1,6 +1,10 @@
 package http1
 
-import "fmt"
+import (
+	"fmt"
+
+	"coxswain.dev/coxswain/discovery/wellknown"
+)
 
 // Engine names the implementation that serves HTTP/1.1 on the proxy's listeners and speaks it
 // to backends: the proxy's --http1-engine flag.
@@ -8,9 +12,9 @@ type Engine string
 
 const (
 	// EngineNetHTTP is Go's net/http server and Transport.
-	EngineNetHTTP Engine = "nethttp"
+	EngineNetHTTP Engine = wellknown.HTTP1EngineNetHTTP
 	// EngineNative is this package's codec, with the native server and upstream client.
-	EngineNative Engine = "native"
+	EngineNative Engine = wellknown.HTTP1EngineNative
 	// DefaultEngine is the engine of a proxy that does not name one.
 	DefaultEngine = EngineNetHTTP
 )
