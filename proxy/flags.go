@@ -45,6 +45,7 @@ type options struct {
 	snapshotCache    string
 	http1Engine      string
 	limits           limits
+	printVersion     bool
 }
 
 // limits are the data plane's protections against careless and hostile clients and backends.
@@ -184,6 +185,7 @@ func parseFlags(args []string) (*options, error) {
 		"HTTP/1.1 engine of the listeners and of the connections to backends: native (the proxy's own strict codec) or nethttp (Go's net/http).")
 	fs.StringVar(&o.snapshotCache, "snapshot-cache", "",
 		"File on a memory-backed volume (tmpfs) where the last good snapshot is kept and restored from on restart; off when empty.")
+	fs.BoolVar(&o.printVersion, "version", false, "Print the version and revision, and exit.")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"coxswain.dev/coxswain/discovery/buildinfo"
 	"coxswain.dev/coxswain/proxy/internal/agent"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
@@ -43,6 +44,10 @@ func mainCode() int {
 	case err != nil:
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if opts.printVersion {
+		fmt.Println(buildinfo.String("coxswain-proxy"))
+		return 0
 	}
 	log := newLogger(opts.verbosity)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
