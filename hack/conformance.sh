@@ -9,6 +9,7 @@
 #   CONFORMANCE_MODE=all hack/conformance.sh              # both, one after the other
 #   CONFORMANCE_RUN_TEST=HTTPRouteSimpleSameNamespace hack/conformance.sh   # one test
 #   GATEWAY_API_CHANNEL=experimental hack/conformance.sh  # with the experimental-channel CRDs
+#   CONFORMANCE_HTTP1_ENGINE=native hack/conformance.sh   # every proxy on one HTTP/1.1 engine
 #   CONFORMANCE_SKIP_TESTS=A,B  CONFORMANCE_ARGS='-debug'  CONFORMANCE_VERBOSE=1
 #
 # Exits non-zero when a test the suite ran failed (every test it runs is claimed: the core tests
@@ -65,6 +66,7 @@ for mode in "${modes[@]}"; do
 		-coxswain.mode="${mode}" -report-output="${report}" -version="${version}"
 	)
 	[[ -z "${CONFORMANCE_RUN_TEST:-}" ]] || args+=(-run-test="${CONFORMANCE_RUN_TEST}")
+	[[ -z "${CONFORMANCE_HTTP1_ENGINE:-}" ]] || args+=(-coxswain.http1-engine="${CONFORMANCE_HTTP1_ENGINE}")
 	skip="${CONFORMANCE_SKIP_TESTS:-}"
 	if [[ "${mode}" == shared ]]; then
 		# A shared pool Gateway has no ServiceAccount, Pod or Service of its own in its namespace

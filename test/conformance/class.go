@@ -60,7 +60,9 @@ func (m Mode) ClassName() string { return "conformance-" + string(m) }
 // Objects returns what the mode needs before the suite starts, in creation order: for
 // Dedicated the namespace, the parameters (one replica per Gateway) and the class naming them;
 // for Shared the class alone.
-func (m Mode) Objects() []client.Object {
+//
+// engine, when set, is the HTTP/1.1 engine of the dedicated proxies.
+func (m Mode) Objects(engine v1alpha1.HTTP1Engine) []client.Object {
 	class := &gwapiv1.GatewayClass{
 		ObjectMeta: metav1.ObjectMeta{Name: m.ClassName()},
 		Spec: gwapiv1.GatewayClassSpec{
@@ -81,7 +83,7 @@ func (m Mode) Objects() []client.Object {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ParametersNamespace}},
 		&v1alpha1.CoxswainGatewayParameters{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ParametersNamespace, Name: ParametersName},
-			Spec:       v1alpha1.CoxswainGatewayParametersSpec{Replicas: ptr.To[int32](1)},
+			Spec:       v1alpha1.CoxswainGatewayParametersSpec{Replicas: ptr.To[int32](1), HTTP1Engine: enginePtr(engine)},
 		},
 		class,
 	}
@@ -199,4 +201,11 @@ func FeatureList(names []features.FeatureName) string {
 	}
 	slices.Sort(s)
 	return strings.Join(s, ",")
+}
+
+func enginePtr(e v1alpha1.HTTP1Engine) *v1alpha1.HTTP1Engine {
+	if e == "" {
+		return nil
+	}
+	return &e
 }

@@ -71,7 +71,7 @@ func TestModeObjectsOnARealAPIServer(t *testing.T) {
 	ctx := t.Context()
 
 	for _, mode := range Modes {
-		objs := mode.Objects()
+		objs := mode.Objects(v1alpha1.HTTP1EngineNative)
 		if err := Ensure(ctx, c, objs); err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}
@@ -109,6 +109,9 @@ func TestModeObjectsOnARealAPIServer(t *testing.T) {
 			if params.Spec.Replicas == nil || *params.Spec.Replicas != 1 {
 				t.Errorf("Ensure left replicas at %v, want 1", params.Spec.Replicas)
 			}
+			if e := params.Spec.HTTP1Engine; e == nil || *e != v1alpha1.HTTP1EngineNative {
+				t.Errorf("parameters' HTTP/1.1 engine = %v, want %s", e, v1alpha1.HTTP1EngineNative)
+			}
 		}
 	}
 
@@ -141,7 +144,7 @@ func TestModeObjectsOnARealAPIServer(t *testing.T) {
 	}
 
 	for _, mode := range Modes {
-		if err := Remove(ctx, c, mode.Objects()); err != nil {
+		if err := Remove(ctx, c, mode.Objects("")); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Get(ctx, client.ObjectKey{Name: mode.ClassName()}, &class); client.IgnoreNotFound(err) != nil || err == nil {

@@ -17,6 +17,8 @@ import (
 var (
 	modeFlag = flag.String("coxswain.mode", "",
 		"run the Gateway API conformance suite against the cluster KUBECONFIG names, with every Gateway dedicated or shared; without it TestConformance skips")
+	engineFlag = flag.String("coxswain.http1-engine", "",
+		"HTTP/1.1 engine of the proxies (native or nethttp): the dedicated class's parameters and the shared pool's flag; empty leaves the proxies' default")
 	classTimeout = flag.Duration("coxswain.class-timeout", 2*time.Minute,
 		"how long to wait for the operator to accept the GatewayClass and list its features")
 )
@@ -64,9 +66,19 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := mode.Objects()
+	engine, err := ParseEngine(*engineFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := mode.Objects(engine)
 	if err := Ensure(t.Context(), c, objs); err != nil {
 		t.Fatal(err)
+	}
+	if mode == Shared && engine != "" {
+		if err := SetSharedPoolEngine(t.Context(), c, engine, *classTimeout); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("shared pool %s/%s runs the %s engine", SharedPoolNamespace, SharedPoolName, engine)
 	}
 	if opts.CleanupBaseResources {
 		t.Cleanup(func() {
