@@ -68,39 +68,48 @@ const (
 	ReasonChunkExtension = "bad_chunk_extension"
 	// ReasonChunkEnd: chunk data not followed by CRLF.
 	ReasonChunkEnd = "bad_chunk_end"
-	// ReasonChunkLineTooLong: a chunk-size line over MaxRequestLine.
+	// ReasonChunkLineTooLong: a chunk-size line of more than 4 KiB.
 	ReasonChunkLineTooLong = "chunk_line_too_long"
-	// ReasonTruncatedBody: the connection ended inside a chunked body.
-	ReasonTruncatedBody = "truncated_body"
+	// ReasonChunkOverhead: chunk-size lines far longer than the data they frame, as net/http
+	// counts them.
+	ReasonChunkOverhead = "too_much_chunk_overhead"
 )
 
 // The refusals, allocated once so that a refusal costs no allocation. Callers must not modify
 // them.
 var (
-	errBareLF           = &Error{http.StatusBadRequest, ReasonBareLF}
-	errBareCR           = &Error{http.StatusBadRequest, ReasonBareCR}
-	errEmptyLine        = &Error{http.StatusBadRequest, ReasonEmptyLine}
-	errRequestLine      = &Error{http.StatusBadRequest, ReasonRequestLine}
-	errMethod           = &Error{http.StatusBadRequest, ReasonMethod}
-	errTarget           = &Error{http.StatusBadRequest, ReasonTarget}
-	errVersion          = &Error{http.StatusBadRequest, ReasonVersion}
-	errUnsupportedVer   = &Error{http.StatusHTTPVersionNotSupported, ReasonUnsupportedVersion}
-	errObsFold          = &Error{http.StatusBadRequest, ReasonObsFold}
-	errSpaceBeforeColon = &Error{http.StatusBadRequest, ReasonSpaceBeforeColon}
-	errFieldName        = &Error{http.StatusBadRequest, ReasonFieldName}
-	errFieldValue       = &Error{http.StatusBadRequest, ReasonFieldValue}
-	errMissingHost      = &Error{http.StatusBadRequest, ReasonMissingHost}
-	errDuplicateHost    = &Error{http.StatusBadRequest, ReasonDuplicateHost}
-	errHost             = &Error{http.StatusBadRequest, ReasonHost}
-	errUserinfo         = &Error{http.StatusBadRequest, ReasonUserinfo}
-	errContentLength    = &Error{http.StatusBadRequest, ReasonContentLength}
-	errDuplicateCL      = &Error{http.StatusBadRequest, ReasonDuplicateContentLength}
-	errTransferEncoding = &Error{http.StatusNotImplemented, ReasonTransferEncoding}
-	errTEHTTP10         = &Error{http.StatusBadRequest, ReasonTransferEncodingHTTP10}
-	errCLWithTE         = &Error{http.StatusBadRequest, ReasonContentLengthWithTransferEncoding}
-	errTrailerName      = &Error{http.StatusBadRequest, ReasonTrailerName}
-	errExpectation      = &Error{http.StatusExpectationFailed, ReasonExpectation}
-	errHeadTooLarge     = &Error{http.StatusRequestHeaderFieldsTooLarge, ReasonHeadTooLarge}
-	errTooManyFields    = &Error{http.StatusRequestHeaderFieldsTooLarge, ReasonTooManyFields}
-	errRequestLineLong  = &Error{http.StatusRequestURITooLong, ReasonRequestLineTooLong}
+	errBareLF            = &Error{http.StatusBadRequest, ReasonBareLF}
+	errBareCR            = &Error{http.StatusBadRequest, ReasonBareCR}
+	errEmptyLine         = &Error{http.StatusBadRequest, ReasonEmptyLine}
+	errRequestLine       = &Error{http.StatusBadRequest, ReasonRequestLine}
+	errMethod            = &Error{http.StatusBadRequest, ReasonMethod}
+	errTarget            = &Error{http.StatusBadRequest, ReasonTarget}
+	errVersion           = &Error{http.StatusBadRequest, ReasonVersion}
+	errUnsupportedVer    = &Error{http.StatusHTTPVersionNotSupported, ReasonUnsupportedVersion}
+	errObsFold           = &Error{http.StatusBadRequest, ReasonObsFold}
+	errSpaceBeforeColon  = &Error{http.StatusBadRequest, ReasonSpaceBeforeColon}
+	errFieldName         = &Error{http.StatusBadRequest, ReasonFieldName}
+	errFieldValue        = &Error{http.StatusBadRequest, ReasonFieldValue}
+	errMissingHost       = &Error{http.StatusBadRequest, ReasonMissingHost}
+	errDuplicateHost     = &Error{http.StatusBadRequest, ReasonDuplicateHost}
+	errHost              = &Error{http.StatusBadRequest, ReasonHost}
+	errUserinfo          = &Error{http.StatusBadRequest, ReasonUserinfo}
+	errContentLength     = &Error{http.StatusBadRequest, ReasonContentLength}
+	errDuplicateCL       = &Error{http.StatusBadRequest, ReasonDuplicateContentLength}
+	errTransferEncoding  = &Error{http.StatusNotImplemented, ReasonTransferEncoding}
+	errTEHTTP10          = &Error{http.StatusBadRequest, ReasonTransferEncodingHTTP10}
+	errCLWithTE          = &Error{http.StatusBadRequest, ReasonContentLengthWithTransferEncoding}
+	errTrailerName       = &Error{http.StatusBadRequest, ReasonTrailerName}
+	errExpectation       = &Error{http.StatusExpectationFailed, ReasonExpectation}
+	errHeadTooLarge      = &Error{http.StatusRequestHeaderFieldsTooLarge, ReasonHeadTooLarge}
+	errTooManyFields     = &Error{http.StatusRequestHeaderFieldsTooLarge, ReasonTooManyFields}
+	errRequestLineLong   = &Error{http.StatusRequestURITooLong, ReasonRequestLineTooLong}
+	errChunkSize         = &Error{http.StatusBadRequest, ReasonChunkSize}
+	errChunkSizeOverflow = &Error{http.StatusBadRequest, ReasonChunkSizeOverflow}
+	errChunkExtension    = &Error{http.StatusBadRequest, ReasonChunkExtension}
+	errChunkEnd          = &Error{http.StatusBadRequest, ReasonChunkEnd}
+	errChunkLineLong     = &Error{http.StatusBadRequest, ReasonChunkLineTooLong}
+	errChunkOverhead     = &Error{http.StatusBadRequest, ReasonChunkOverhead}
+	errTrailerTooLarge   = &Error{http.StatusBadRequest, ReasonHeadTooLarge}
+	errTrailerTooMany    = &Error{http.StatusBadRequest, ReasonTooManyFields}
 )
