@@ -1,0 +1,195 @@
+package h1client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"time"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
+)
+
+// final returns the response of the parsed final head, its body framed as the head says. A
+// response without a body gives its connection back at once.
+func (c *conn) final(req *http.Request, p *pump) *http.Response {
+	resp := c.newResponse(req)
+	r := &c.resp
+	_, _ = c.br.Discard(r.HeadLen)
+	b := &body{c: c, p: p, resp: resp, framing: r.Framing, remain: r.ContentLength, keepAlive: r.KeepAlive}
+	switch {
+	case r.Framing == http1.FramingNone, r.Framing == http1.FramingLength && r.ContentLength == 0:
+		resp.Body = http.NoBody
+		b.release(true)
+		return resp
+	case r.Framing == http1.FramingChunked:
+		b.chunks.Reset(c.br, &c.t.limits)
+	}
+	resp.Body = b
+	return resp
+}
+
+// body is a response body read from its connection. Once read to its end, with nothing left
+// over and the request sent whole, the connection goes back to the pool; a body closed
+// before its end, or one that failed, closes it.
+type body struct {
+	c         *conn
+	p         *pump
+	resp      *http.Response
+	framing   http1.Framing
+	remain    int64
+	keepAlive bool
+	chunks    http1.ChunkedReader
+	err       error
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.c == nil {
+		if b.err != nil {
+			return 0, b.err
+		}
+		return 0, io.EOF
+	}
+	switch b.framing {
+	case http1.FramingLength:
+		return b.readLength(p)
+	case http1.FramingChunked:
+		return b.readChunked(p)
+	}
+	return b.readClose(p)
+}
+
+// readLength reads a body of Content-Length bytes; its last bytes come with io.EOF.
+func (b *body) readLength(p []byte) (int, error) {
+	if int64(len(p)) > b.remain {
+		p = p[:b.remain]
+	}
+	n, err := b.c.br.Read(p)
+	b.remain -= int64(n)
+	switch {
+	case b.remain == 0:
+		b.release(true)
+		return n, io.EOF
+	case errors.Is(err, io.EOF):
+		return n, b.fail(io.ErrUnexpectedEOF)
+	case err != nil:
+		return n, b.fail(err)
+	}
+	return n, nil
+}
+
+// readChunked reads a chunked body; at its end the trailers fill resp.Trailer.
+func (b *body) readChunked(p []byte) (int, error) {
+	n, err := b.chunks.Read(p)
+	switch {
+	case errors.Is(err, io.EOF):
+		b.trailers()
+		b.release(true)
+		return n, io.EOF
+	case err != nil:
+		return n, b.fail(err)
+	}
+	return n, nil
+}
+
+// readClose reads a body that ends with the connection.
+func (b *body) readClose(p []byte) (int, error) {
+	n, err := b.c.br.Read(p)
+	switch {
+	case errors.Is(err, io.EOF):
+		b.release(false)
+		return n, io.EOF
+	case err != nil:
+		return n, b.fail(err)
+	}
+	return n, nil
+}
+
+// trailers merges the trailer section into resp.Trailer, announced or not, as net/http does.
+func (b *body) trailers() {
+	fs := b.chunks.Trailers()
+	if len(fs) == 0 {
+		return
+	}
+	if b.resp.Trailer == nil {
+		b.resp.Trailer = make(http.Header, len(fs))
+	}
+	for _, f := range fs {
+		k := textproto.CanonicalMIMEHeaderKey(string(f.Name))
+		b.resp.Trailer[k] = append(b.resp.Trailer[k], string(f.Value))
+	}
+}
+
+// fail ends the body with err (the context's cause once it ended) and closes the connection.
+func (b *body) fail(err error) error {
+	c := b.c
+	if c.cancelled.Load() {
+		err = errCancelled
+	}
+	b.err = fmt.Errorf("h1client: response body from %s: %w", c.t.o.Address, err)
+	b.release(false)
+	return b.err
+}
+
+// errCancelled is a body's error once the request's context ended.
+var errCancelled = errors.New("h1client: request cancelled")
+
+// Close ends the body; before its end it closes the connection.
+func (b *body) Close() error {
+	if b.c != nil {
+		b.err = errors.New("h1client: read on a closed response body")
+		b.release(false)
+	}
+	return nil
+}
+
+// release ends the exchange: the connection goes back to the pool when the response was read
+// whole (complete), the request was sent whole, both sides keep it alive, and no byte is left
+// over; otherwise it is closed. The pump, if still sending, is stopped.
+func (b *body) release(complete bool) {
+	c := b.c
+	b.c = nil
+	watched := c.unwatch()
+	sent := b.p.finish()
+	if complete && watched && sent && b.keepAlive && !c.long && c.drained() {
+		_ = c.nc.SetDeadline(time.Time{})
+		c.t.put(c)
+		return
+	}
+	c.close()
+}
+
+// switched returns the 101 response to an upgrade: its body is the connection, read and
+// written both ways, and no longer bound to the request's context (the tunnel outlives it).
+func (c *conn) switched(req *http.Request, p *pump) (*http.Response, error) {
+	resp := c.newResponse(req)
+	_, _ = c.br.Discard(c.resp.HeadLen)
+	p.finish()
+	if !c.unwatch() {
+		return nil, errCancelled
+	}
+	_ = c.nc.SetDeadline(time.Time{})
+	resp.Body = &upgraded{c: c}
+	return resp, nil
+}
+
+// upgraded is the connection after a 101: the bytes the backend sent after the head first.
+type upgraded struct{ c *conn }
+
+func (u *upgraded) Read(p []byte) (int, error)  { return u.c.br.Read(p) }
+func (u *upgraded) Write(p []byte) (int, error) { return u.c.nc.Write(p) }
+
+func (u *upgraded) Close() error {
+	u.c.close()
+	return nil
+}
+
+// CloseWrite half-closes the connection, so that the backend sees the end of what the client
+// sent while its own direction goes on.
+func (u *upgraded) CloseWrite() error {
+	if cw, ok := u.c.nc.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return u.Close()
+}

@@ -1,0 +1,316 @@
+package h1client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"strconv"
+	"sync"
+	"time"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
+)
+
+// inlineMax is the largest body of known length that leaves with the head, in one writev.
+const inlineMax = 64 << 10
+
+// Errors of an exchange the backend broke.
+var (
+	ErrTooManyInformational = errors.New("h1client: too many 1xx responses")
+	ErrUnexpectedSwitch     = errors.New("h1client: 101 Switching Protocols to a request that did not ask")
+	ErrClientGone           = errors.New("h1client: the client left while the backend had not answered")
+	ErrClosedBeforeAnswer   = errors.New("h1client: the backend closed the connection before answering")
+	ErrShortBody            = errors.New("h1client: the request body is shorter than its Content-Length")
+)
+
+var inlineBuffers = sync.Pool{New: func() any { b := make([]byte, inlineMax); return &b }}
+
+// RoundTrip sends req on a pooled or new connection and returns the backend's final response.
+// The request's context bounds the whole exchange, body included: once it ends, the
+// connection's reads and writes fail. The httptrace hooks GetConn, WroteHeaders, WroteRequest
+// and Got1xxResponse are called as net/http calls them.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	trace := httptrace.ContextClientTrace(ctx)
+	f, body := requestFraming(req)
+	var inline []byte
+	var bp *[]byte
+	if f.length > 0 && f.length <= inlineMax {
+		bp = inlineBuffers.Get().(*[]byte)
+		n, err := io.ReadFull(req.Body, (*bp)[:f.length])
+		if err != nil {
+			inlineBuffers.Put(bp)
+			closeBody(req)
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				err = ErrShortBody
+			}
+			return nil, fmt.Errorf("h1client: read the request body: %w", err)
+		}
+		inline = (*bp)[:n]
+		closeBody(req)
+	}
+	if bp != nil {
+		defer inlineBuffers.Put(bp)
+	}
+	if trace != nil && trace.GetConn != nil {
+		trace.GetConn(t.o.Address)
+	}
+	c, err := t.get(ctx)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	head, err := c.appendHead(c.wbuf[:0], req, f)
+	if err != nil {
+		// Nothing was written: the connection stays as clean as it was.
+		t.put(c)
+		closeBody(req)
+		return nil, err
+	}
+	c.wbuf = head[:0]
+	resp, err := c.roundTrip(ctx, req, trace, f, body, head, inline)
+	if err != nil {
+		c.close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("h1client: %w", context.Cause(ctx))
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// roundTrip runs one exchange on c. On error the caller closes c.
+func (c *conn) roundTrip(ctx context.Context, req *http.Request, trace *httptrace.ClientTrace, f framing, body io.Reader, head, inline []byte) (*http.Response, error) {
+	c.watch(ctx)
+	bufs := net.Buffers{head}
+	if len(inline) > 0 {
+		bufs = append(bufs, inline)
+	}
+	if _, err := bufs.WriteTo(c.nc); err != nil {
+		c.unwatch()
+		closeBody(req)
+		return nil, fmt.Errorf("h1client: write the request: %w", err)
+	}
+	if trace != nil && trace.WroteHeaders != nil {
+		trace.WroteHeaders()
+	}
+	var p *pump
+	if f.length > inlineMax || f.chunked {
+		p = c.startPump(req, body, f, trace)
+	} else {
+		closeBody(req)
+		if trace != nil && trace.WroteRequest != nil {
+			trace.WroteRequest(httptrace.WroteRequestInfo{})
+		}
+	}
+	resp, err := c.readResponse(ctx, req, trace, f, p)
+	if err != nil {
+		c.unwatch()
+		p.finish()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// readResponse reads responses until the final one: 100s are dropped, other 1xx reported to
+// the trace, a 101 accepted only for an upgrade.
+func (c *conn) readResponse(ctx context.Context, req *http.Request, trace *httptrace.ClientTrace, f framing, p *pump) (*http.Response, error) {
+	head := req.Method == http.MethodHead
+	for n := 0; ; n++ {
+		if err := c.readHead(ctx, head, p); err != nil {
+			return nil, err
+		}
+		r := &c.resp
+		switch {
+		case r.Status == http.StatusSwitchingProtocols:
+			if !f.upgrade {
+				return nil, ErrUnexpectedSwitch
+			}
+			return c.switched(req, p)
+		case r.Status >= 200:
+			return c.final(req, p), nil
+		case n == c.t.o.MaxInformational:
+			return nil, ErrTooManyInformational
+		}
+		if r.Status != http.StatusContinue && trace != nil && trace.Got1xxResponse != nil {
+			if err := trace.Got1xxResponse(r.Status, textproto.MIMEHeader(c.header(false))); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := c.br.Discard(r.HeadLen); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readHead reads until c.br holds a whole response head and parses it into c.resp. The wait
+// is cut in slices of WatchInterval when the request's client is watched, or while the pump
+// still sends the body: between slices a gone client ends the exchange, and the first-byte
+// timeout counts from the end of the request.
+func (c *conn) readHead(ctx context.Context, head bool, p *pump) error {
+	o := &c.t.o
+	watch := http1.ClientWatchOf(ctx)
+	sent := time.Now()
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		if len(buf) > 0 {
+			err := http1.ParseResponse(buf, head, &c.resp, &c.t.limits)
+			if !errors.Is(err, http1.ErrIncomplete) {
+				if err != nil {
+					return fmt.Errorf("h1client: response from %s: %w", o.Address, err)
+				}
+				c.setReadDeadline(time.Time{})
+				return nil
+			}
+			if len(buf) == c.br.Size() {
+				return c.readLongHead(head)
+			}
+		}
+		pumping := p.running()
+		now := time.Now()
+		if pumping {
+			sent = now
+		}
+		var deadline time.Time
+		if o.FirstByteTimeout > 0 {
+			deadline = sent.Add(o.FirstByteTimeout)
+		}
+		sliced := false
+		if s := now.Add(o.WatchInterval); (watch != nil || pumping) && (deadline.IsZero() || s.Before(deadline)) {
+			deadline, sliced = s, true
+		}
+		c.setReadDeadline(deadline)
+		_, err := c.br.Peek(len(buf) + 1)
+		switch {
+		case err == nil:
+		case sliced && isTimeout(err) && !c.cancelled.Load():
+			if watch != nil && watch.ClientGone() {
+				return ErrClientGone
+			}
+		case errors.Is(err, io.EOF) && len(buf) == 0:
+			return ErrClosedBeforeAnswer
+		case errors.Is(err, io.EOF):
+			return fmt.Errorf("h1client: response head from %s: %w", o.Address, io.ErrUnexpectedEOF)
+		default:
+			return fmt.Errorf("h1client: read the response from %s: %w", o.Address, err)
+		}
+	}
+}
+
+// readLongHead parses a head longer than the read buffer: it is read into a buffer of its
+// own up to MaxHeaderBytes, and the bytes after it are read before the connection's. The
+// connection is not reused after such a response.
+func (c *conn) readLongHead(head bool) error {
+	big := make([]byte, 0, 2*c.br.Size())
+	for {
+		n := c.br.Buffered()
+		b, _ := c.br.Peek(n)
+		big = append(big, b...)
+		_, _ = c.br.Discard(n)
+		err := http1.ParseResponse(big, head, &c.resp, &c.t.limits)
+		switch {
+		case err == nil:
+			c.setReadDeadline(time.Time{})
+			rest := big[c.resp.HeadLen:]
+			c.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(rest), c.nc), c.br.Size())
+			c.long = true
+			return nil
+		case !errors.Is(err, http1.ErrIncomplete):
+			return fmt.Errorf("h1client: response from %s: %w", c.t.o.Address, err)
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			return fmt.Errorf("h1client: read the response from %s: %w", c.t.o.Address, err)
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// header converts the parsed head to an http.Header as net/http's ReadResponse gives it: the
+// framing fields it moves to Response fields are left out (Transfer-Encoding; Content-Length
+// and Trailer of a chunked body; Connection listing close in HTTP/1.1).
+func (c *conn) header(final bool) http.Header {
+	r := &c.resp
+	h := make(http.Header, len(r.Fields))
+	for _, f := range r.Fields {
+		k := textproto.CanonicalMIMEHeaderKey(string(f.Name))
+		if final {
+			switch {
+			case k == "Transfer-Encoding",
+				r.Chunked && (k == "Trailer" || k == "Content-Length" && r.Framing == http1.FramingChunked),
+				k == "Connection" && r.Minor == 1 && !r.KeepAlive && listsClose(f.Value):
+				continue
+			}
+		}
+		h[k] = append(h[k], string(f.Value))
+	}
+	return h
+}
+
+func listsClose(v []byte) bool {
+	for tok := range bytes.SplitSeq(v, []byte(",")) {
+		if bytes.EqualFold(bytes.TrimSpace(tok), []byte("close")) {
+			return true
+		}
+	}
+	return false
+}
+
+// newResponse builds the http.Response of the parsed final head, without its body.
+func (c *conn) newResponse(req *http.Request) *http.Response {
+	r := &c.resp
+	resp := &http.Response{
+		Status:        strconv.Itoa(r.Status) + " " + string(r.Reason),
+		StatusCode:    r.Status,
+		Proto:         "HTTP/1." + strconv.Itoa(r.Minor),
+		ProtoMajor:    1,
+		ProtoMinor:    r.Minor,
+		Header:        c.header(true),
+		ContentLength: r.ContentLength,
+		Close:         !r.KeepAlive,
+		Request:       req,
+	}
+	if r.Chunked {
+		resp.TransferEncoding = []string{"chunked"}
+	}
+	if r.Framing == http1.FramingChunked {
+		resp.Trailer = announcedTrailer(r)
+	}
+	return resp
+}
+
+// announcedTrailer returns the trailer fields a chunked response announces, with no values
+// yet, nil for none.
+func announcedTrailer(r *http1.Response) http.Header {
+	var tr http.Header
+	for _, f := range r.Fields {
+		if !bytes.EqualFold(f.Name, []byte("Trailer")) {
+			continue
+		}
+		for tok := range bytes.SplitSeq(f.Value, []byte(",")) {
+			if tok = bytes.TrimSpace(tok); len(tok) > 0 {
+				if tr == nil {
+					tr = http.Header{}
+				}
+				tr[textproto.CanonicalMIMEHeaderKey(string(tok))] = nil
+			}
+		}
+	}
+	return tr
+}
