@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Data plane benchmark (make bench): Coxswain's proxy against nginx and haproxy on loopback.
 #
-# Installs what it needs: nginx, haproxy, wrk and h2load (nghttp2-client) from Debian packages
-# when missing (as root), vegeta from the Go module proxy into bin/. Then runs the Go benchmarks
-# of the data plane (router match, whole request path with allocations, applying a 10,000-route
-# snapshot) and the side-by-side load runs: each proxy pinned alone to CPU 0 with one worker,
-# the load generators and the backend on CPU 1, all on 127.0.0.1. Every run is bounded (10 s by
-# default) and stops by itself. The runner fails, and this script with it, when a measurement
-# is missing, when requests fail, or when a benchmark port is held by another process.
+# Installs what it needs: nginx, haproxy, wrk, h2load (nghttp2-client) and strace from Debian
+# packages when missing (as root), vegeta from the Go module proxy into bin/. Then runs the Go
+# benchmarks of the data plane (router match, whole request path with allocations, applying a
+# 10,000-route snapshot, the HTTP/1.1 codec's parsers) and the side-by-side load runs: each
+# proxy pinned alone to CPU 0 with one worker, the load generators and the backend on CPU 1,
+# all on 127.0.0.1; the data plane runs once per HTTP/1.1 engine (coxswain-native,
+# coxswain-nethttp) beside nginx. Every run is bounded (10 s by default) and stops by itself.
+# The runner fails, and this script with it, when a measurement is missing, when requests
+# fail, or when a benchmark port is held by another process.
 # Results go to bin/bench/: go-bench.txt, results.md, and a CPU profile of the data plane for
 # every scenario above its target (cpu-<scenario>.pprof).
 #
@@ -28,6 +30,7 @@ install_packages() {
   command -v wrk >/dev/null || missing+=(wrk)
   command -v h2load >/dev/null || missing+=(nghttp2-client)
   command -v taskset >/dev/null || missing+=(util-linux)
+  command -v strace >/dev/null || missing+=(strace)
   if ((${#missing[@]} == 0)); then
     return
   fi
@@ -65,8 +68,9 @@ go build -o "$BIN/bench-minimal" ./bench/minimal
 go build -o "$BIN/bench-runner" ./bench/runner
 
 echo "bench: Go benchmarks" >&2
-go test -run '^$' -bench 'BenchmarkMatch|BenchmarkServe|BenchmarkApply' -benchmem -benchtime 2s \
-  ./internal/dataplane/ ./internal/dataplane/router/ ./internal/dataplane/forward/ | tee "$OUT/go-bench.txt"
+go test -run '^$' -bench 'BenchmarkMatch|BenchmarkServe|BenchmarkApply|BenchmarkParse' -benchmem -benchtime 2s \
+  ./internal/dataplane/ ./internal/dataplane/router/ ./internal/dataplane/forward/ ./internal/dataplane/http1/ |
+  tee "$OUT/go-bench.txt"
 
 echo "bench: load runs" >&2
 "$BIN/bench-runner" -bin "$BIN" -vegeta "$VEGETA" -out "$OUT/results.md" -profiles "$OUT" "$@"

@@ -28,8 +28,8 @@ func startProxy(o *options, s scenario, name string, profiling bool) (*proc, err
 		p, err = startNginx(o, s)
 	case "haproxy":
 		p, err = startHaproxy(o)
-	case "coxswain", "coxswain+accesslog":
-		p, err = startCoxswain(o, s, name == "coxswain+accesslog", profiling)
+	case coxswainNative, coxswainNetHTTP, coxswainAccessLog:
+		p, err = startCoxswain(o, s, name, profiling)
 	case "nethttp-minimal":
 		if s.tls {
 			return nil, fmt.Errorf("%s serves plain HTTP only", name)
@@ -49,8 +49,14 @@ func startProxy(o *options, s scenario, name string, profiling bool) (*proc, err
 	return p, nil
 }
 
-func startCoxswain(o *options, s scenario, accessLog, profiling bool) (*proc, error) {
-	args := []string{"-http", httpAddr, "-https", httpsAddr, "-backend", backendAddr, "-routes", strconv.Itoa(s.routes)}
+// startCoxswain runs the data plane as proxy name says: coxswain-<engine>, with the JSON
+// access log written to a file when the name ends in +accesslog.
+func startCoxswain(o *options, s scenario, name string, profiling bool) (*proc, error) {
+	engine, accessLog := coxswainEngine(name)
+	args := []string{
+		"-http", httpAddr, "-https", httpsAddr, "-backend", backendAddr, "-routes", strconv.Itoa(s.routes),
+		"-http1-engine", engine,
+	}
 	if s.tls {
 		args = append(args, "-cert", filepath.Join(o.work, "cert.pem"), "-key", filepath.Join(o.work, "key.pem"))
 	}
@@ -60,7 +66,15 @@ func startCoxswain(o *options, s scenario, accessLog, profiling bool) (*proc, er
 	if profiling {
 		args = append(args, "-pprof", pprofAddr)
 	}
-	return start(o, "coxswain", o.proxyCPU, []string{"GOMAXPROCS=1"}, filepath.Join(o.bin, "bench-coxswain"), args...)
+	return start(o, "coxswain-"+engine, o.proxyCPU, []string{"GOMAXPROCS=1"}, filepath.Join(o.bin, "bench-coxswain"), args...)
+}
+
+// coxswainEngine returns the HTTP/1.1 engine a coxswain proxy name holds
+// (coxswain-<engine>[+accesslog]) and whether its access log is on.
+func coxswainEngine(name string) (engine string, accessLog bool) {
+	rest := strings.TrimPrefix(name, "coxswain-")
+	engine, accessLog = strings.CutSuffix(rest, "+accesslog")
+	return engine, accessLog
 }
 
 // startNginx configures nginx as a careful operator would: one worker, upstream keep-alive

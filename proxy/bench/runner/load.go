@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,4 +279,32 @@ func fixedRate(o *options, s scenario, d time.Duration) (loadResult, error) {
 	}
 	r.detail = fmt.Sprintf("status codes %v %s", rep.StatusCodes, strings.Join(rep.Errors, "; "))
 	return r, nil
+}
+
+// receivedPath is the backend's count of request body bytes read so far (bench/backend's
+// ReceivedPath).
+const receivedPath = "/.bench/received-bytes"
+
+// backendReceived asks the backend, directly, how many request body bytes it has read.
+func backendReceived() (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+backendAddr+receivedPath, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("backend byte count: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64))
+	if err != nil {
+		return 0, fmt.Errorf("backend byte count: %w", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if resp.StatusCode != http.StatusOK || err != nil {
+		return 0, fmt.Errorf("backend byte count: %s %q", resp.Status, raw)
+	}
+	return n, nil
 }

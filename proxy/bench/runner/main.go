@@ -2,13 +2,17 @@
 // and a minimal net/http proxy) on loopback: for each scenario it starts one backend, then
 // each proxy pinned alone to one core with one worker, drives it from the other core with wrk
 // or h2load (closed loop, for CPU time per request) and vegeta or h2load (fixed rate, for
-// latency), reads the proxy's CPU time and memory from /proc/<pid>, and prints a Markdown
-// table whose headline is the proxy's CPU time per request as a ratio to nginx's, followed by
-// the data plane's standing against its targets.
+// CPU time per request and latency at the same rate for every proxy), reads the proxy's CPU
+// time and memory from /proc/<pid>, and prints Markdown tables whose headline is the proxy's
+// CPU time per request as a ratio to nginx's, followed by the data plane's standing against
+// its targets. The data plane runs once per HTTP/1.1 engine (coxswain-native and
+// coxswain-nethttp), so both engines and nginx are measured in the same run. Where a
+// scenario asks for it, the runner also holds idle keep-alive connections open and reads the
+// memory they cost, and counts the proxy's system calls per request under strace.
 //
 // It fails instead of printing a figure when a measurement is missing (a proxy that exited,
-// no completed request, no CPU time, no memory figure), when errors exceed -max-errors of the
-// requests, or when a benchmark port is held by another process.
+// no completed request, no CPU time, no memory figure, no system call count), when errors
+// exceed -max-errors of the requests, or when a benchmark port is held by another process.
 package main
 
 import (
@@ -54,8 +58,10 @@ type scenario struct {
 	// rate is the fixed rate of the latency run, requests per second.
 	rate int
 	// flat marks the download scenarios whose peak RSS must stay within 10% of each other.
-	flat    bool
-	proxies []string
+	flat bool
+	// syscalls counts the proxy's system calls per request under strace.
+	syscalls bool
+	proxies  []string
 }
 
 const (
@@ -72,22 +78,34 @@ func (s scenario) cpuTarget() float64 {
 	return 1.10
 }
 
+// The data plane's benchmark proxies: one per HTTP/1.1 engine, and the native engine with its
+// access log on.
+const (
+	coxswainNative    = "coxswain-native"
+	coxswainNetHTTP   = "coxswain-nethttp"
+	coxswainAccessLog = "coxswain-native+accesslog"
+)
+
+// coxswains are the data plane's proxies judged against the targets, in the order reported.
+var coxswains = []string{coxswainNative, coxswainNetHTTP}
+
 func scenarios() []scenario {
-	both := []string{"nginx", "coxswain"}
+	both := []string{"nginx", coxswainNative, coxswainNetHTTP}
 	return []scenario{
 		{
-			name: "1 route, 100 B", routes: 1, body: 100, rate: 4000,
-			proxies: []string{"nginx", "haproxy", "nethttp-minimal", "coxswain", "coxswain+accesslog"},
+			name: "1 route, 100 B", routes: 1, body: 100, rate: 4000, syscalls: true,
+			proxies: []string{"nginx", "haproxy", "nethttp-minimal", coxswainNative, coxswainNetHTTP, coxswainAccessLog},
 		},
 		{name: "1,000 routes, 100 B", routes: 1000, body: 100, rate: 4000, proxies: both},
 		{name: "10,000 routes, 100 B", routes: 10000, body: 100, rate: 4000, proxies: both},
-		{name: "1 route, 16 KiB", routes: 1, body: 16 * kib, rate: 4000, flat: true, proxies: both},
+		{name: "1 route, 16 KiB", routes: 1, body: 16 * kib, rate: 4000, flat: true, syscalls: true, proxies: both},
 		{
 			name: "1 route, 1 MiB download", routes: 1, body: mib, rate: 100, flat: true,
-			proxies: []string{"nginx", "nethttp-minimal", "coxswain"},
+			proxies: []string{"nginx", "nethttp-minimal", coxswainNative, coxswainNetHTTP},
 		},
 		{name: "1 route, 100 MiB download", routes: 1, body: 100 * mib, rate: 2, flat: true, proxies: both},
 		{name: "1 route, 1 MiB upload", routes: 1, body: 100, upload: mib, rate: 100, proxies: both},
+		{name: "1 route, 100 MiB upload", routes: 1, body: 100, upload: 100 * mib, rate: 2, proxies: both},
 		{name: "1 route, 100 B, TLS", routes: 1, body: 100, tls: true, rate: 4000, proxies: both},
 		{name: "1 route, 100 B, HTTP/2 over TLS", routes: 1, body: 100, tls: true, h2: true, rate: 4000, proxies: both},
 		{name: "1 route, 100 B, TLS handshake per request", routes: 1, body: 100, tls: true, handshake: true, rate: 300, proxies: both},
@@ -109,7 +127,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 2, "closed-loop runs per proxy, interleaved across the scenario's proxies; the median CPU time per request is reported")
 	flag.Float64Var(&o.maxErrors, "max-errors", 0.0001, "fraction of requests that may fail (non-2xx, socket errors, timeouts) before a scenario fails")
 	flag.BoolVar(&o.quick, "quick", false, "run the first scenario only")
-	flag.StringVar(&o.only, "only", "", "comma-separated proxies to run (nginx always runs: it is the baseline); all when empty")
+	flag.StringVar(&o.only, "only", "", "comma-separated proxies to run, a name also selecting its variants (coxswain: every engine); nginx always runs: it is the baseline; all when empty")
 	flag.StringVar(&o.scenarios, "scenarios", "", "comma-separated substrings; run only the scenarios whose name holds one (all when empty)")
 	flag.Parse()
 	if err := run(&o); err != nil {
@@ -174,7 +192,8 @@ func run(o *options) error {
 	return nil
 }
 
-// runScenario measures every proxy of s against one backend.
+// runScenario measures every proxy of s against one backend, then counts their system calls
+// when s asks for it.
 func runScenario(o *options, s scenario) ([]result, error) {
 	backend, err := startBackend(o, s.body)
 	if err != nil {
@@ -185,12 +204,23 @@ func runScenario(o *options, s scenario) ([]result, error) {
 	for round := range o.rounds {
 		for i, name := range s.proxies {
 			fmt.Fprintf(os.Stderr, "== %s: %s (round %d)\n", s.name, name, round+1)
-			r, err := measure(o, s, name, round == 0)
+			r, err := measure(o, s, name)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 			out[i].merge(r, round == 0)
 		}
+	}
+	if !s.syscalls {
+		return out, nil
+	}
+	for i, name := range s.proxies {
+		fmt.Fprintf(os.Stderr, "== %s: %s (system calls)\n", s.name, name)
+		sc, err := traceSyscalls(o, s, name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: system calls: %w", name, err)
+		}
+		out[i].sys = &sc
 	}
 	return out, nil
 }
@@ -216,11 +246,16 @@ func (o *options) selected() []scenario {
 	return keep
 }
 
-// filter keeps nginx and the proxies -only names.
+// filter keeps nginx and the proxies -only names; a name also keeps its variants, so
+// "coxswain" keeps coxswain-native, coxswain-nethttp and coxswain-native+accesslog.
 func (o *options) filter(proxies []string) []string {
 	if o.only == "" {
 		return proxies
 	}
 	keep := strings.Split(o.only, ",")
-	return slices.DeleteFunc(slices.Clone(proxies), func(p string) bool { return p != "nginx" && !slices.Contains(keep, p) })
+	return slices.DeleteFunc(slices.Clone(proxies), func(p string) bool {
+		return p != "nginx" && !slices.ContainsFunc(keep, func(k string) bool {
+			return k != "" && (p == k || strings.HasPrefix(p, k+"-") || strings.HasPrefix(p, k+"+"))
+		})
+	})
 }

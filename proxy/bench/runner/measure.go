@@ -19,24 +19,52 @@ type result struct {
 	scenario string
 	proxy    string
 	rps      float64
-	cpuUS    float64
-	// cpuRounds holds the CPU time per request of every round; cpuUS is their median.
-	cpuRounds []float64
-	closed    loadResult
-	fixed     loadResult
-	errors    int64
+	// cpuUS is the CPU time per request over the closed-loop run, the median of cpuRounds
+	// (one per round); fixedCPUUS the same at the fixed rate, the median of fixedRounds.
+	cpuUS, fixedCPUUS      float64
+	cpuRounds, fixedRounds []float64
+	closed                 loadResult
+	fixed                  loadResult
+	errors                 int64
 	// rssMiB is the resident set at the end of the closed-loop run, peakMiB the highest it
-	// reached (VmHWM) over the warm-up, closed-loop and fixed-rate runs, idleMiB the resident
-	// set while holding the scenario's idle connections before any load.
-	rssMiB, peakMiB, idleMiB float64
-	// baseMiB is the resident set before the idle connections were opened.
-	baseMiB float64
-	load    string
+	// reached (VmHWM) over the warm-up, closed-loop and fixed-rate runs.
+	rssMiB, peakMiB float64
+	// idle is what the scenario's idle connections cost, when it holds some.
+	idle idleMemory
+	// sys is the proxy's system calls per request, in the scenarios that count them.
+	sys  *syscallCounts
+	load string
 }
 
-// measure starts the proxy, opens the scenario's idle connections, warms it up, runs the
-// closed-loop load while reading its CPU time, then the fixed-rate load, and stops the proxy.
-func measure(o *options, s scenario, name string, withFixedRate bool) (result, error) {
+// idleMemory is the resident set of a proxy before and while it holds idle keep-alive
+// connections: right after they are all open, and idleSettle later.
+type idleMemory struct {
+	conns                        int
+	baseMiB, openMiB, settledMiB float64
+}
+
+// perConn returns the growth of the resident set per connection, in KiB, from before the
+// connections to mib.
+func (m idleMemory) perConn(mib float64) float64 {
+	if m.conns == 0 {
+		return 0
+	}
+	return (mib - m.baseMiB) * 1024 / float64(m.conns)
+}
+
+// idleSettle is how long after the idle connections are all open the second reading of the
+// resident set is taken: past the hot period, when the runtime has had time to return the
+// memory it no longer needs. The target is judged on that reading.
+const idleSettle = 10 * time.Second
+
+// minTicks is the fewest clock ticks (10 ms each) of proxy CPU time a run must hold to be a
+// measurement rather than rounding.
+const minTicks = 20
+
+// measure starts the proxy, opens the scenario's idle connections and reads what they cost,
+// warms the proxy up, runs the closed-loop load then the fixed-rate load while reading its
+// CPU time over each, and stops the proxy.
+func measure(o *options, s scenario, name string) (result, error) {
 	r := result{scenario: s.name, proxy: name}
 	p, err := startProxy(o, s, name, false)
 	if err != nil {
@@ -45,57 +73,25 @@ func measure(o *options, s scenario, name string, withFixedRate bool) (result, e
 	defer p.stop()
 	var idle *idleConns
 	if s.idle > 0 {
-		if r.baseMiB, _, err = p.memory(); err != nil {
-			return r, err
-		}
-		if idle, err = openIdle(s, s.idle); err != nil {
+		if idle, r.idle, err = holdIdle(p, s); err != nil {
 			return r, err
 		}
 		defer idle.close()
-		time.Sleep(time.Second)
-		if r.idleMiB, _, err = p.memory(); err != nil {
-			return r, err
-		}
 	}
 	if _, _, err := closedLoop(o, s, o.warmup); err != nil {
 		return r, err
 	}
-	before, err := p.cpuTicks()
-	if err != nil {
+	if err := r.runClosed(o, s, p); err != nil {
 		return r, err
 	}
-	lr, out, err := closedLoop(o, s, o.duration)
-	if err != nil {
-		return r, err
-	}
-	after, err := p.cpuTicks()
-	if err != nil {
-		return r, err
-	}
-	if err := lr.check("closed loop", o.maxErrors, s.body < 100*mib); err != nil {
-		return r, fmt.Errorf("%w\n%s", err, out)
-	}
-	// A tick is 10 ms: a run too short or a proxy too idle to resolve is no measurement.
-	if ticks := after - before; ticks < 20 {
-		return r, fmt.Errorf("only %d clock ticks of CPU time over the run: not a measurement", ticks)
-	}
-	r.closed, r.rps, r.errors = lr, lr.rps, lr.errors
-	r.cpuUS = float64(after-before) / clockTicks() * 1e6 / lr.requests
-	r.cpuRounds = []float64{r.cpuUS}
 	if r.load, err = loadAverage(); err != nil {
 		return r, err
 	}
 	if r.rssMiB, _, err = p.memory(); err != nil {
 		return r, err
 	}
-	if withFixedRate {
-		if r.fixed, err = fixedRate(o, s, o.duration); err != nil {
-			return r, err
-		}
-		if err := r.fixed.check("fixed rate", o.maxErrors, true); err != nil {
-			return r, err
-		}
-		r.errors += r.fixed.errors
+	if err := r.runFixed(o, s, p); err != nil {
+		return r, err
 	}
 	if _, r.peakMiB, err = p.memory(); err != nil {
 		return r, err
@@ -108,25 +104,142 @@ func measure(o *options, s scenario, name string, withFixedRate bool) (result, e
 	return r, nil
 }
 
-// merge folds round r into the result: CPU time per request takes the median of the rounds,
-// errors add up, the peak RSS is the highest, and the rest comes from the first round, which
-// also ran the fixed-rate load.
+// holdIdle reads the proxy's resident set, opens the scenario's idle connections, and reads it
+// again at once and idleSettle after they are all open.
+func holdIdle(p *proc, s scenario) (*idleConns, idleMemory, error) {
+	m := idleMemory{conns: s.idle}
+	var err error
+	if m.baseMiB, _, err = p.memory(); err != nil {
+		return nil, m, err
+	}
+	idle, err := openIdle(s, s.idle)
+	if err != nil {
+		return nil, m, err
+	}
+	opened := time.Now()
+	if m.openMiB, _, err = p.memory(); err != nil {
+		idle.close()
+		return nil, m, err
+	}
+	time.Sleep(time.Until(opened.Add(idleSettle)))
+	if m.settledMiB, _, err = p.memory(); err != nil {
+		idle.close()
+		return nil, m, err
+	}
+	return idle, m, nil
+}
+
+// runClosed runs the closed-loop load for -duration and records its CPU time per request;
+// uploads of 1 MiB and more count the bytes the backend received over the body size, so the
+// transfers still under way when the run stops count for what they moved.
+func (res *result) runClosed(o *options, s scenario, p *proc) error {
+	var lr loadResult
+	var out string
+	var received int64
+	ticks, err := cpuOver(p, func() error {
+		var err error
+		if s.upload >= mib {
+			if received, err = backendReceived(); err != nil {
+				return err
+			}
+		}
+		if lr, out, err = closedLoop(o, s, o.duration); err != nil {
+			return err
+		}
+		if s.upload >= mib {
+			after, err := backendReceived()
+			if err != nil {
+				return err
+			}
+			lr.requests = float64(after-received) / float64(s.upload)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := lr.check("closed loop", o.maxErrors, s.body < 100*mib && s.upload < 100*mib); err != nil {
+		return fmt.Errorf("%w\n%s", err, out)
+	}
+	if ticks < minTicks {
+		return fmt.Errorf("only %d clock ticks of CPU time over the closed-loop run: not a measurement", ticks)
+	}
+	res.closed, res.rps, res.errors = lr, lr.rps, lr.errors
+	res.cpuUS = float64(ticks) / clockTicks() * 1e6 / lr.requests
+	res.cpuRounds = []float64{res.cpuUS}
+	return nil
+}
+
+// runFixed runs the fixed-rate load for -duration and records its latency and CPU time per
+// completed request: every proxy of a scenario serves the same rate, so their CPU time per
+// request compares without the bias of a closed loop, where a faster proxy serves more
+// requests per wake-up.
+func (res *result) runFixed(o *options, s scenario, p *proc) error {
+	var lr loadResult
+	ticks, err := cpuOver(p, func() error {
+		var err error
+		lr, err = fixedRate(o, s, o.duration)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := lr.check("fixed rate", o.maxErrors, true); err != nil {
+		return err
+	}
+	if ticks < minTicks {
+		return fmt.Errorf("only %d clock ticks of CPU time over the fixed-rate run: not a measurement (a longer -duration gives more)", ticks)
+	}
+	res.fixed = lr
+	res.errors += lr.errors
+	res.fixedCPUUS = float64(ticks) / clockTicks() * 1e6 / lr.requests
+	res.fixedRounds = []float64{res.fixedCPUUS}
+	return nil
+}
+
+// cpuOver returns the proxy's CPU time, in clock ticks, over run.
+func cpuOver(p *proc, run func() error) (int64, error) {
+	before, err := p.cpuTicks()
+	if err != nil {
+		return 0, err
+	}
+	if err := run(); err != nil {
+		return 0, err
+	}
+	after, err := p.cpuTicks()
+	if err != nil {
+		return 0, err
+	}
+	return after - before, nil
+}
+
+// merge folds round r into the result: CPU time per request, closed loop and fixed rate,
+// takes the median of the rounds, errors add up, the peak RSS is the highest, and the rest
+// (latency, idle memory) comes from the first round.
 func (res *result) merge(r result, first bool) {
-	rounds := slices.Concat(res.cpuRounds, r.cpuRounds)
+	closed := slices.Concat(res.cpuRounds, r.cpuRounds)
+	fixed := slices.Concat(res.fixedRounds, r.fixedRounds)
 	if first {
 		*res = r
 	} else {
 		res.errors += r.errors
 		res.peakMiB = max(res.peakMiB, r.peakMiB)
 	}
-	res.cpuRounds = rounds
-	sorted := slices.Clone(rounds)
+	res.cpuRounds, res.fixedRounds = closed, fixed
+	res.cpuUS, res.fixedCPUUS = median(closed), median(fixed)
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(v)
 	slices.Sort(sorted)
 	if n := len(sorted); n%2 == 1 {
-		res.cpuUS = sorted[n/2]
-	} else {
-		res.cpuUS = (sorted[n/2-1] + sorted[n/2]) / 2
+		return sorted[n/2]
 	}
+	n := len(sorted)
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 // idleConns are keep-alive connections that each completed one request and then stay idle.
