@@ -33,7 +33,11 @@ func TestMain(m *testing.M) {
 	code := 0
 	for i, e := range engines {
 		engine = e
-		fmt.Printf("=== HTTP/1.1 engine %s (pass %d of %d; %s=%s runs only this one)\n", e, i+1, len(engines), engineEnv, e)
+		if running, err = detectParts(e); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("=== HTTP/1.1 engine %s: %s (pass %d of %d; %s=%s runs only this one)\n", e, running, i+1, len(engines), engineEnv, e)
 		if c := runPass(m); c != 0 {
 			fmt.Printf("=== HTTP/1.1 engine %s: FAIL\n", e)
 			code = c
