@@ -18,7 +18,10 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 )
 
-// inlineMax is the largest body of known length that leaves with the head, in one writev.
+// inlineMax is the largest body of known length that leaves with the head, in one writev,
+// when it is at hand: a request with GetBody has its body in memory (http.NewRequest sets it
+// for byte slices and strings), so reading it does not wait for anyone. Any other body goes
+// through the pump, since it may arrive slowly and the head must not wait for it.
 const inlineMax = 64 << 10
 
 // Errors of an exchange the backend broke.
@@ -42,7 +45,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	f, body := requestFraming(req)
 	var inline []byte
 	var bp *[]byte
-	if f.length > 0 && f.length <= inlineMax {
+	if f.length > 0 && f.length <= inlineMax && req.GetBody != nil {
 		bp = inlineBuffers.Get().(*[]byte)
 		n, err := io.ReadFull(req.Body, (*bp)[:f.length])
 		if err != nil {
@@ -108,7 +111,7 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, trace *httptrac
 		trace.WroteHeaders()
 	}
 	var p *pump
-	if f.length > inlineMax || f.chunked {
+	if f.length > 0 && inline == nil || f.chunked {
 		p = c.startPump(req, body, f, trace)
 	} else {
 		closeBody(req)
