@@ -68,9 +68,9 @@ func parseAbsoluteForm(r *Request) error {
 	t := r.Target
 	var rest []byte
 	switch {
-	case len(t) > len("http://") && asciiFold(t[:len("http://")], "http://"):
+	case len(t) >= len("http://") && asciiFold(t[:len("http://")], "http://"):
 		rest = t[len("http://"):]
-	case len(t) > len("https://") && asciiFold(t[:len("https://")], "https://"):
+	case len(t) >= len("https://") && asciiFold(t[:len("https://")], "https://"):
 		rest = t[len("https://"):]
 	default:
 		return errTarget
