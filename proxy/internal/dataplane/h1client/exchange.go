@@ -214,8 +214,8 @@ func (c *conn) readHead(ctx context.Context, head bool, p *pump) error {
 }
 
 // readLongHead parses a head longer than the read buffer: it is read into a buffer of its
-// own up to MaxHeaderBytes, and the bytes after it are read before the connection's. The
-// connection is not reused after such a response.
+// own up to MaxHeaderBytes, which is then read again before the connection. The connection is
+// not reused after such a response.
 func (c *conn) readLongHead(head bool) error {
 	big := make([]byte, 0, 2*c.br.Size())
 	for {
@@ -226,9 +226,10 @@ func (c *conn) readLongHead(head bool) error {
 		err := http1.ParseResponse(big, head, &c.resp, &c.t.limits)
 		switch {
 		case err == nil:
+			// The head stays in big, where the fields point; the new reader gives it again,
+			// for the caller to discard like any head, then the bytes after it.
 			c.setReadDeadline(time.Time{})
-			rest := big[c.resp.HeadLen:]
-			c.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(rest), c.nc), c.br.Size())
+			c.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(big), c.nc), c.br.Size())
 			c.long = true
 			return nil
 		case !errors.Is(err, http1.ErrIncomplete):

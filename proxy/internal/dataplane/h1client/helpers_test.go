@@ -122,4 +122,35 @@ func do(t *testing.T, tr http.RoundTripper, req *http.Request) (int, string, err
 	return resp.StatusCode, string(b), err
 }
 
+// eventually polls cond until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, cond func() bool) bool {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return cond()
+}
+
+// blockingReader is a request body that returns first, then blocks until release closes.
+type blockingReader struct {
+	first   string
+	release chan struct{}
+	sent    bool
+}
+
+func (r *blockingReader) Read(p []byte) (int, error) {
+	if !r.sent {
+		r.sent = true
+		return copy(p, r.first), nil
+	}
+	<-r.release
+	return 0, io.ErrUnexpectedEOF
+}
+
+func (r *blockingReader) Close() error { return nil }
+
 func repeat(s string, n int) string { return strings.Repeat(s, n) }
