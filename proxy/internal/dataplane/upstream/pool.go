@@ -2,12 +2,14 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"coxswain.dev/coxswain/proxy/internal/dataplane/h1client"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
@@ -119,13 +121,15 @@ func NewPool(opts Options) *Pool {
 // Endpoint is one backend address with its connection pools.
 type Endpoint struct {
 	Address string
-	// HTTP1 speaks HTTP/1.1 to the endpoint. It frames every request from the request's
-	// fields (method, target, Host, ContentLength, headers it does not own) and never retries.
-	// Nil for an endpoint of a cluster with backend TLS.
-	HTTP1 *http.Transport
-	// TLS speaks HTTP/1.1 or HTTP/2 over TLS to the endpoint of a cluster with backend TLS;
-	// nil otherwise.
-	TLS  *http.Transport
+	// HTTP1 speaks HTTP/1.1 to the endpoint: Go's Transport, or with the native engine an
+	// h1client.Transport. It frames every request from the request's fields (method, target,
+	// Host, ContentLength, headers it does not own) and never retries. Nil for an endpoint of
+	// a cluster with backend TLS.
+	HTTP1 http.RoundTripper
+	// TLS speaks HTTP/1.1 or HTTP/2 over TLS to the endpoint of a cluster with backend TLS
+	// (HTTP/1.1 with the native engine's client, HTTP/2 always with Go's Transport); nil
+	// otherwise.
+	TLS  http.RoundTripper
 	h2c  atomic.Pointer[http.Transport]
 	opts *Options
 	// limit admits the requests in flight to the endpoint, over every transport.
@@ -207,7 +211,11 @@ func (p *Pool) endpoint(addr string) *Endpoint {
 		return ep
 	}
 	ep := &Endpoint{Address: addr, opts: &p.opts, key: addr, limit: newLimiter(&p.opts, &p.pending)}
-	ep.HTTP1 = ep.transport(nil)
+	if p.opts.Engine == http1.EngineNative {
+		ep.HTTP1 = ep.native(nil)
+	} else {
+		ep.HTTP1 = ep.transport(nil)
+	}
 	p.clients[addr] = ep
 	return ep
 }
@@ -221,16 +229,21 @@ func (p *Pool) tlsEndpoint(addr string, t *router.BackendTLS) *Endpoint {
 		return ep
 	}
 	ep := &Endpoint{Address: addr, opts: &p.opts, key: key, limit: newLimiter(&p.opts, &p.pending)}
+	p.clients[key] = ep
+	if !t.HTTP2 && p.opts.Engine == http1.EngineNative {
+		ep.TLS = ep.native(t.Config)
+		return ep
+	}
 	var protocols http.Protocols
 	if t.HTTP2 {
 		protocols.SetHTTP2(true)
 	} else {
 		protocols.SetHTTP1(true)
 	}
-	ep.TLS = ep.transport(&protocols)
-	ep.TLS.TLSClientConfig = t.Config
-	ep.TLS.TLSHandshakeTimeout = p.opts.DialTimeout
-	p.clients[key] = ep
+	tr := ep.transport(&protocols)
+	tr.TLSClientConfig = t.Config
+	tr.TLSHandshakeTimeout = p.opts.DialTimeout
+	ep.TLS = tr
 	return ep
 }
 
@@ -256,6 +269,22 @@ func (ep *Endpoint) transport(protocols *http.Protocols) *http.Transport {
 		WriteBufferSize:        o.BufferSize,
 		DisableCompression:     true,
 	}
+}
+
+// native returns the native engine's HTTP/1.1 client to the endpoint, over TLS with cfg when
+// it is not nil, bounded by the same options as Go's Transport.
+func (ep *Endpoint) native(cfg *tls.Config) *h1client.Transport {
+	o := ep.opts
+	return h1client.New(h1client.Options{
+		Address:          ep.Address,
+		TLS:              cfg,
+		MaxIdleConns:     o.MaxIdleConnsPerEndpoint,
+		IdleTimeout:      o.MaxIdleConnDuration,
+		DialTimeout:      o.DialTimeout,
+		FirstByteTimeout: o.FirstByteTimeout,
+		MaxHeaderBytes:   int(o.MaxResponseHeaderBytes),
+		BufferSize:       o.BufferSize,
+	})
 }
 
 // H2C returns the endpoint's HTTP/2 cleartext transport, created on first use: one
@@ -313,9 +342,9 @@ func (p *Pool) Close() {
 }
 
 func (ep *Endpoint) close() {
-	for _, t := range []*http.Transport{ep.HTTP1, ep.TLS} {
-		if t != nil {
-			t.CloseIdleConnections()
+	for _, t := range []http.RoundTripper{ep.HTTP1, ep.TLS} {
+		if c, ok := t.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
 		}
 	}
 	if t := ep.h2c.Load(); t != nil {
@@ -346,7 +375,7 @@ func (c *Cluster) Scheme() string {
 }
 
 // Transport returns the transport that speaks the cluster's protocol to ep.
-func (c *Cluster) Transport(ep *Endpoint) *http.Transport {
+func (c *Cluster) Transport(ep *Endpoint) http.RoundTripper {
 	switch {
 	case ep.TLS != nil:
 		return ep.TLS
