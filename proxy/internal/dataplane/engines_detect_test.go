@@ -29,8 +29,12 @@ type parts struct {
 	server, client http1.Engine
 }
 
-// running is the parts of the pass's engine, found by detectParts before the pass.
-var running parts
+// partsOf holds the parts of each engine, found by detectParts before the passes, and running
+// those of the pass's engine.
+var (
+	partsOf = map[http1.Engine]parts{}
+	running parts
+)
 
 // String says which parts run, for the banner of a pass.
 func (p parts) String() string {

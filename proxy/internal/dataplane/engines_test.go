@@ -21,6 +21,10 @@ const engineEnv = "COXSWAIN_HTTP1_ENGINE"
 // and forwards with it (see withEngine).
 var engine http1.Engine
 
+// firstPass says the pass running is the first: tests that build both engines themselves run
+// in it only.
+var firstPass bool
+
 // TestMain runs every test of the package once per HTTP/1.1 engine, each pass checked for
 // leaked goroutines, and the benchmarks (which name their engines themselves) in the first
 // pass only.
@@ -30,13 +34,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	code := 0
-	for i, e := range engines {
-		engine = e
-		if running, err = detectParts(e); err != nil {
+	for _, e := range http1.Engines {
+		if partsOf[e], err = detectParts(e); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+	}
+	code := 0
+	for i, e := range engines {
+		engine, firstPass, running = e, i == 0, partsOf[e]
 		fmt.Printf("=== HTTP/1.1 engine %s: %s (pass %d of %d; %s=%s runs only this one)\n", e, running, i+1, len(engines), engineEnv, e)
 		if c := runPass(m); c != 0 {
 			fmt.Printf("=== HTTP/1.1 engine %s: FAIL\n", e)
