@@ -4,6 +4,9 @@
 CONTROLLER_TOOLS_VERSION ?= v0.21.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 KUSTOMIZE_VERSION ?= v5.8.1
+HELM_VERSION ?= v3.22.0
+GOVULNCHECK_VERSION ?= v1.9.0
+CRD_REF_DOCS_VERSION ?= v0.3.0
 GATEWAY_API_VERSION ?= v1.6.3
 # GATEWAY_API_CHANNEL picks the Gateway API CRDs that install, deploy, cluster and conformance
 # use: standard (config/gateway-api) or experimental (config/gateway-api-experimental).
@@ -18,9 +21,12 @@ LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+GOVULNCHECK ?= $(LOCALBIN)/govulncheck-$(GOVULNCHECK_VERSION)
+CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 KUBECTL ?= $(LOCALBIN)/k8s/kubectl
 
-MODULES := . discovery proxy hack/nodeagent test/conformance
+MODULES := . discovery proxy hack/nodeagent test/conformance hack/release
 IMG ?= coxswain.dev/coxswain:dev
 PROXY_IMG ?= coxswain.dev/coxswain-proxy:dev
 GO_TEST_FLAGS ?= -race -count=1
@@ -45,6 +51,7 @@ manifests: controller-gen ## Generate CRDs and RBAC from markers; copy the pinne
 	$(CONTROLLER_GEN) rbac:roleName=coxswain-manager crd:allowDangerousTypes=false paths="./api/..." paths="./controllers/..." paths="./internal/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/gateway-api-crds.sh $(GATEWAY_API_VERSION) config/gateway-api
 	hack/gateway-api-crds.sh $(GATEWAY_API_VERSION) config/gateway-api-experimental experimental
+	hack/release/chart-files.sh
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code and the discovery protocol.
@@ -64,8 +71,8 @@ lint: golangci-lint ## Run golangci-lint on every module.
 	@for m in $(MODULES); do echo "lint $$m"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 
 .PHONY: test
-test: k8s-assets coredns-assets kustomize ## Run every test of every module against a real kube-apiserver and etcd.
-	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s" KUSTOMIZE="$(KUSTOMIZE)"; \
+test: k8s-assets coredns-assets kustomize helm ## Run every test of every module against a real kube-apiserver and etcd.
+	@export KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)"; \
 	for m in $(MODULES); do echo "test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
 	@$(MAKE) --no-print-directory test-e2e
 
@@ -75,7 +82,7 @@ test-e2e: k8s-assets kustomize ## Run the end-to-end suite on the local cluster:
 
 # Files that generators write: verify fails when regenerating them changes anything.
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml config/gateway-api config/gateway-api-experimental \
-	discovery/api $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum)
+	discovery/api charts/coxswain/files $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum)
 
 .PHONY: verify
 verify: manifests generate ## Regenerate code, manifests and go.sum; fail on any difference or stale golden file.
@@ -153,18 +160,66 @@ undeploy: kustomize k8s-assets ## Remove the operator, its CRDs and namespace fr
 ##@ Images
 
 CONTAINER_TOOL ?= docker
+# The version and revision stamped into the binaries and the images' labels, as make release does.
+DOCKER_BUILD_ARGS ?= --build-arg VERSION=$(or $(VERSION),dev) --build-arg REVISION=$$(git rev-parse HEAD)
 
 .PHONY: docker-build
 docker-build: ## Build the operator (IMG) and proxy (PROXY_IMG) images.
-	$(CONTAINER_TOOL) build -t $(IMG) -f Dockerfile .
-	$(CONTAINER_TOOL) build -t $(PROXY_IMG) -f Dockerfile.proxy .
+	$(CONTAINER_TOOL) build -t $(IMG) -f Dockerfile $(DOCKER_BUILD_ARGS) .
+	$(CONTAINER_TOOL) build -t $(PROXY_IMG) -f Dockerfile.proxy $(DOCKER_BUILD_ARGS) .
 
 .PHONY: docker-push
 docker-push: ## Push the operator (IMG) and proxy (PROXY_IMG) images.
 	$(CONTAINER_TOOL) push $(IMG)
 	$(CONTAINER_TOOL) push $(PROXY_IMG)
 
+##@ Release
+
+# VERSION is the release's version (vMAJOR.MINOR.PATCH[-PRERELEASE]); REGISTRY the registry and
+# path its images and chart are named under (install.yaml and the chart pin them there).
+VERSION ?=
+REGISTRY ?= coxswain.dev
+DIST ?= $(CURDIR)/dist
+RELEASE_TOOL = $(LOCALBIN)/release
+
+.PHONY: release-tool
+release-tool: ## Build the release program (hack/release) into bin/release.
+	go build -C hack/release -o $(RELEASE_TOOL) .
+
+.PHONY: release
+release: manifests kustomize helm release-tool ## Write a release into dist/ (VERSION, REGISTRY): multi-arch OCI images without Docker, install.yaml per variant, the Helm chart, SBOMs, SHA256SUMS.
+	@[ -n "$(VERSION)" ] || { echo "release: set VERSION=vX.Y.Z"; exit 1; }
+	$(RELEASE_TOOL) build --version $(VERSION) --revision "$$(git rev-parse HEAD)$$(git diff --quiet HEAD -- || echo -dirty)" --source-date-epoch "$$(git log -1 --format=%ct)" \
+		--registry $(REGISTRY) --root $(CURDIR) --out $(DIST) --kustomize $(KUSTOMIZE) --helm $(HELM)
+
+.PHONY: push
+push: release-tool ## Push the images and the chart (OCI) of dist/ to REGISTRY, the registry the release was built for.
+	$(RELEASE_TOOL) push --dist $(DIST) --registry $(REGISTRY)
+
+.PHONY: helm-lint
+helm-lint: helm ## Lint the Helm chart (charts/coxswain) with the pinned helm.
+	$(HELM) lint --strict charts/coxswain
+
+.PHONY: test-chart
+test-chart: kustomize helm ## Render the chart and each kustomize variant and compare their objects; helm lint.
+	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test -count=1 ./test/chart/
+
+.PHONY: govulncheck
+govulncheck: $(GOVULNCHECK) ## Report the vulnerabilities every module calls (needs vuln.go.dev).
+	@for m in $(MODULES); do echo "govulncheck $$m"; (cd $$m && $(GOVULNCHECK) ./...); done
+
 ##@ Dependencies
+
+.PHONY: helm
+helm: $(HELM)
+$(HELM):
+	$(call go-install-tool,$(HELM),helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
+
+$(GOVULNCHECK):
+	$(call go-install-tool,$(GOVULNCHECK),golang.org/x/vuln/cmd/govulncheck,$(GOVULNCHECK_VERSION))
+
+$(CRD_REF_DOCS):
+	$(call go-install-tool,$(CRD_REF_DOCS),github.com/elastic/crd-ref-docs,$(CRD_REF_DOCS_VERSION))
 
 .PHONY: coredns-assets
 coredns-assets: ## Build (or take from the cache) CoreDNS for the local cluster's DNS into bin/coredns.

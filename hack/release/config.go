@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Platforms are the platforms every release image is built for.
+var Platforms = []Platform{{OS: "linux", Arch: "amd64"}, {OS: "linux", Arch: "arm64"}}
+
+// Platform is an operating system and CPU architecture.
+type Platform struct {
+	OS, Arch string
+}
+
+func (p Platform) String() string { return p.OS + "/" + p.Arch }
+
+// dir is the platform's directory name under dist/bin.
+func (p Platform) dir() string { return p.OS + "_" + p.Arch }
+
+// Component is one program of the release and the image that carries it.
+type Component struct {
+	// Name is the program's and the image repository's last element.
+	Name string
+	// ModuleDir is the module directory it is built from, relative to the repository root.
+	ModuleDir string
+	// Description is the image's org.opencontainers.image.description.
+	Description string
+}
+
+// Components are the release's two programs.
+var Components = []Component{
+	{Name: "coxswain", ModuleDir: ".", Description: "Coxswain operator: Gateway API controller and discovery server"},
+	{Name: "coxswain-proxy", ModuleDir: "proxy", Description: "Coxswain proxy: the data plane, configured over the mTLS discovery stream"},
+}
+
+// buildConfig is what `release build` is told.
+type buildConfig struct {
+	Version    string
+	Revision   string
+	Registry   string
+	Root       string
+	Out        string
+	Kustomize  string
+	Helm       string
+	SourceDate time.Time
+}
+
+// semver is the form a release version takes: v, three numbers, an optional pre-release.
+var semver = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
+
+func parseBuildFlags(args []string) (buildConfig, error) {
+	var c buildConfig
+	var epoch string
+	fs := flag.NewFlagSet("build", flag.ContinueOnError)
+	fs.StringVar(&c.Version, "version", "", "Release version, vMAJOR.MINOR.PATCH[-PRERELEASE].")
+	fs.StringVar(&c.Revision, "revision", "", "Commit the release is built from.")
+	fs.StringVar(&c.Registry, "registry", "coxswain.dev", "Registry (and path) the images and the chart are named under.")
+	fs.StringVar(&c.Root, "root", ".", "The repository's root directory.")
+	fs.StringVar(&c.Out, "out", "dist", "Output directory; replaced.")
+	fs.StringVar(&c.Kustomize, "kustomize", "kustomize", "The pinned kustomize binary.")
+	fs.StringVar(&c.Helm, "helm", "helm", "The pinned helm binary.")
+	fs.StringVar(&epoch, "source-date-epoch", "0", "Unix time of every file and of the images' creation (the commit's time), for reproducible images.")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	secs, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil {
+		return c, fmt.Errorf("--source-date-epoch: %w", err)
+	}
+	c.SourceDate = time.Unix(secs, 0).UTC()
+	return c, c.validate()
+}
+
+func (c buildConfig) validate() error {
+	var errs []error
+	if !semver.MatchString(c.Version) {
+		errs = append(errs, fmt.Errorf("--version %q is not vMAJOR.MINOR.PATCH[-PRERELEASE]", c.Version))
+	}
+	if c.Revision == "" || strings.ContainsAny(c.Revision, " \t\n\"'") {
+		errs = append(errs, fmt.Errorf("--revision %q: want the commit's hash", c.Revision))
+	}
+	if c.Registry == "" || strings.HasSuffix(c.Registry, "/") || strings.Contains(c.Registry, "://") {
+		errs = append(errs, fmt.Errorf("--registry %q: want host[:port][/path], no scheme, no trailing slash", c.Registry))
+	}
+	return errors.Join(errs...)
+}
+
+// chartVersion is the Helm chart's version: the release version without its v.
+func chartVersion(version string) string { return strings.TrimPrefix(version, "v") }
+
+// imageRepository is the repository of component name under registry.
+func imageRepository(registry, name string) string { return registry + "/" + name }
