@@ -58,6 +58,10 @@ generate: controller-gen ## Generate deepcopy code and the discovery protocol.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 	@if [ -x hack/proto.sh ]; then hack/proto.sh; fi
 
+.PHONY: api-docs
+api-docs: $(CRD_REF_DOCS) ## Generate docs/api-reference.md, the reference of CoxswainConfig and CoxswainGatewayParameters, from the Go types.
+	$(CRD_REF_DOCS) --config hack/release/api-docs.yaml --source-path api/v1alpha1 --renderer markdown --log-level ERROR --output-path docs/api-reference.md
+
 .PHONY: fmt
 fmt: golangci-lint ## Format the code of every module.
 	@for m in $(MODULES); do (cd $$m && $(GOLANGCI_LINT) fmt --config $(CURDIR)/.golangci.yml ./...); done
@@ -82,10 +86,10 @@ test-e2e: k8s-assets kustomize ## Run the end-to-end suite on the local cluster:
 
 # Files that generators write: verify fails when regenerating them changes anything.
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd config/rbac/role.yaml config/gateway-api config/gateway-api-experimental \
-	discovery/api charts/coxswain/files $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum)
+	discovery/api charts/coxswain/files docs/api-reference.md $(foreach m,$(MODULES),$(m)/go.mod $(m)/go.sum)
 
 .PHONY: verify
-verify: manifests generate ## Regenerate code, manifests and go.sum; fail on any difference or stale golden file.
+verify: manifests generate api-docs ## Regenerate code, manifests and go.sum; fail on any difference or stale golden file.
 	@for m in $(MODULES); do (cd $$m && go mod tidy); done
 	@changed="$$(git status --porcelain --untracked-files=all -- $(GENERATED))"; \
 	if [ -n "$$changed" ]; then \
