@@ -221,7 +221,8 @@ func readAnswers(br *bufio.Reader, methods []string) ([]abAnswer, string) {
 			}
 			body, err := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
-			out = append(out, abAnswer{Status: resp.StatusCode, Header: endToEnd(resp.Header), Body: string(body), Close: resp.Close})
+			a := abAnswer{Status: resp.StatusCode, Header: endToEnd(resp.Header), Body: string(body), Close: resp.Close}
+			out = append(out, ownRefusal(a))
 			if err != nil {
 				return out, "body: " + errClass(err)
 			}
@@ -245,6 +246,20 @@ func errClass(err error) string {
 		return "timeout"
 	}
 	return "error"
+}
+
+// ownRefusal keeps only the status and the close of an answer the HTTP/1.1 server wrote itself
+// to refuse a request before the handler saw it (the wording of those answers is each engine's
+// own, an allowed difference of the list); the handler's answers are compared whole.
+func ownRefusal(a abAnswer) abAnswer {
+	switch a.Status {
+	case http.StatusBadRequest, http.StatusExpectationFailed, http.StatusRequestHeaderFieldsTooLarge,
+		http.StatusNotImplemented, http.StatusRequestURITooLong, http.StatusHTTPVersionNotSupported:
+		if !strings.Contains(a.Header, "X-Seen:") {
+			return abAnswer{Status: a.Status, Close: a.Close, Body: "(the server's own refusal)"}
+		}
+	}
+	return a
 }
 
 // endToEnd formats h's fields but those that frame the message or belong to one connection,

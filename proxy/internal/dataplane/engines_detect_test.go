@@ -148,3 +148,12 @@ func (m *mainTB) Fatal(args ...any) {
 		m.err = errors.New(fmt.Sprint(args...))
 	}
 }
+
+// skipOnServer skips t where requests are served by e: for a behaviour only the other engine's
+// server has, said by reason.
+func skipOnServer(t *testing.T, e http1.Engine, reason string) {
+	t.Helper()
+	if running.server == e {
+		t.Skipf("not where the %s engine serves: %s", e, reason)
+	}
+}

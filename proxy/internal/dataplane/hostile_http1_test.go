@@ -14,6 +14,7 @@ import (
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
 
@@ -214,6 +215,8 @@ func TestHTTP1ForwardingIsFaithful(t *testing.T) {
 		}
 	})
 	t.Run("Content-Length beside Transfer-Encoding is ignored, and never forwarded", func(t *testing.T) {
+		// The native server refuses such a request outright (TestHostileFramingIsRefused).
+		skipOnServer(t, http1.EngineNative, "it refuses Content-Length beside Transfer-Encoding with 400")
 		e := send(t, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
 		if e.Body != "abc" || len(e.Headers["Content-Length"]) != 0 && e.Headers["Content-Length"][0] == "40" {
 			t.Errorf("backend got body %q with Content-Length %q", e.Body, e.Headers["Content-Length"])

@@ -7,6 +7,7 @@ import (
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
 
@@ -186,7 +187,14 @@ func TestQueryIsEncodedUpstream(t *testing.T) {
 	}
 	c, br := rawConn(t, proxy)
 	resp, body := roundTrip(t, c, br, "GET /q?a=1%20/admin/secret%20HTTP/1.1&n=caf\xc3\xa9&p=100% HTTP/1.1\r\nHost: x\r\n\r\n")
-	if resp.StatusCode != 200 || body != "target=/q?a=1%20/admin/secret%20HTTP/1.1&n=caf%C3%A9&p=100%25" {
+	switch {
+	case running.server == http1.EngineNative:
+		// The native parser refuses a target outside the RFC 3986 grammar; net/http takes it
+		// and the proxy encodes it.
+		if resp.StatusCode != 400 {
+			t.Errorf("HTTP/1.1 query with raw bytes above 0x7f: got %d %q, want 400", resp.StatusCode, body)
+		}
+	case resp.StatusCode != 200 || body != "target=/q?a=1%20/admin/secret%20HTTP/1.1&n=caf%C3%A9&p=100%25":
 		t.Errorf("HTTP/1.1 query with raw bytes above 0x7f: got %d %q", resp.StatusCode, body)
 	}
 	for _, got := range be.requests() {
