@@ -32,8 +32,9 @@ type pump struct {
 	f     framing
 	trace *httptrace.ClientTrace
 	done  chan struct{}
-	// stopped says the exchange ended: what the pump still reads is not sent.
-	stopped atomic.Bool
+	// state is pumpWriting, pumpReading (blocked in the body's Read) or pumpStopped (the
+	// exchange ended: what the pump still reads is not sent).
+	state atomic.Int32
 	// err is why the body was not sent whole, nil once it was; read after done.
 	err error
 }
@@ -64,7 +65,7 @@ func (p *pump) run() {
 	p.err = err
 	var ce *clientError
 	switch {
-	case errors.As(err, &ce) && !p.stopped.Load():
+	case errors.As(err, &ce) && !p.stopped():
 		// The backend waits for the rest of a body that will not come: the exchange ends.
 		p.c.close()
 	case err == nil && p.trace != nil && p.trace.WroteRequest != nil:
@@ -72,15 +73,29 @@ func (p *pump) run() {
 	}
 }
 
+// The states of a pump.
+const (
+	pumpWriting int32 = iota
+	pumpReading
+	pumpStopped
+)
+
 // clientError is a failure to read the request body, as opposed to sending it.
 type clientError struct{ err error }
 
 func (e *clientError) Error() string { return "h1client: read the request body: " + e.err.Error() }
 func (e *clientError) Unwrap() error { return e.err }
 
-// read reads the body, reporting its failures as the client's.
+// read reads the body, reporting its failures as the client's; it returns errStopped, and
+// drops what it read, once the exchange ended.
 func (p *pump) read(b []byte) (int, error) {
+	if !p.state.CompareAndSwap(pumpWriting, pumpReading) {
+		return 0, errStopped
+	}
 	n, err := p.body.Read(b)
+	if !p.state.CompareAndSwap(pumpReading, pumpWriting) {
+		return 0, errStopped
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		err = &clientError{err}
 	}
@@ -92,8 +107,8 @@ func (p *pump) sendLength(buf []byte) error {
 	left := p.f.length
 	for left > 0 {
 		n, rerr := p.read(buf[:min(int64(len(buf)), left)])
-		if p.stopped.Load() {
-			return errStopped
+		if errors.Is(rerr, errStopped) {
+			return rerr
 		}
 		if n > 0 {
 			if _, err := p.c.nc.Write(buf[:n]); err != nil {
@@ -122,8 +137,8 @@ func (p *pump) sendChunked(buf []byte) error {
 	data := buf[chunkRoom : len(buf)-chunkTail]
 	for {
 		n, rerr := p.read(data)
-		if p.stopped.Load() {
-			return errStopped
+		if errors.Is(rerr, errStopped) {
+			return rerr
 		}
 		var out []byte
 		if n > 0 {
@@ -183,19 +198,32 @@ func (p *pump) running() bool {
 	}
 }
 
-// finish ends the pump's part in the exchange: it reports whether the body was sent whole,
-// and stops a pump still sending (its writes fail at once; a read of the body in progress
-// ends on its own, and what it returns is dropped).
+// stopped reports whether the exchange ended before the pump did.
+func (p *pump) stopped() bool { return p.state.Load() == pumpStopped }
+
+// finish ends the pump's part in the exchange and reports whether the body was sent whole. A
+// pump blocked in the body's Read is left to end on its own (what it reads is dropped) and the
+// body counts as not sent; a pump writing is stopped (a write in progress fails at once) and
+// waited for, so that a body whose last write has just returned counts as sent.
 func (p *pump) finish() bool {
 	if p == nil {
 		return true
 	}
-	select {
-	case <-p.done:
-		return p.err == nil
-	default:
+	for {
+		switch s := p.state.Load(); s {
+		case pumpStopped:
+			return false
+		case pumpReading:
+			if p.state.CompareAndSwap(s, pumpStopped) {
+				_ = p.c.nc.SetWriteDeadline(aLongTimeAgo)
+				return false
+			}
+		default:
+			if p.state.CompareAndSwap(s, pumpStopped) {
+				_ = p.c.nc.SetWriteDeadline(aLongTimeAgo)
+				<-p.done
+				return p.err == nil
+			}
+		}
 	}
-	p.stopped.Store(true)
-	_ = p.c.nc.SetWriteDeadline(aLongTimeAgo)
-	return false
 }

@@ -81,28 +81,54 @@ func (c *conn) appendHead(b []byte, req *http.Request, f framing) ([]byte, error
 	return appendFraming(b, req, f)
 }
 
-// appendTarget appends the request-target of u as net/http's URL.RequestURI gives it,
-// refusing control bytes and spaces.
+// appendTarget appends the request-target of u in origin-form: its opaque part as it is (the
+// forwarder's escaped path), else its escaped path, then the query; "*" alone for OPTIONS *.
+// Unlike net/http it never writes the absolute-form (for an opaque "//x" net/http writes
+// "http://x", which a backend takes as the host); a target that does not start with "/",
+// or holds a control byte or a space, is refused.
 func appendTarget(b []byte, u *url.URL) ([]byte, error) {
 	if u == nil {
 		return nil, ErrInvalidTarget
 	}
 	start := len(b)
-	if u.Opaque != "" && !strings.HasPrefix(u.Opaque, "//") {
+	switch {
+	case u.Opaque != "":
 		b = append(b, u.Opaque...)
-		if u.ForceQuery || u.RawQuery != "" {
-			b = append(b, '?')
-			b = append(b, u.RawQuery...)
-		}
-	} else {
-		b = append(b, u.RequestURI()...)
-	}
-	for _, ch := range b[start:] {
-		if ch <= ' ' || ch == 0x7f {
-			return nil, ErrInvalidTarget
+	default:
+		b = append(b, u.EscapedPath()...)
+		if len(b) == start {
+			b = append(b, '/')
 		}
 	}
-	return b, nil
+	if t := b[start:]; t[0] != '/' && string(t) != "*" {
+		return nil, ErrInvalidTarget
+	}
+	if u.ForceQuery || u.RawQuery != "" {
+		b = append(b, '?')
+		b = append(b, u.RawQuery...)
+	}
+	return b, checkTarget(b[start:])
+}
+
+// checkTarget refuses a target with a control byte or a space, or a path (before any "?")
+// with a "%" not followed by two hex digits, which net/http and most servers refuse.
+func checkTarget(t []byte) error {
+	inPath := true
+	for i, ch := range t {
+		switch {
+		case ch <= ' ' || ch == 0x7f:
+			return ErrInvalidTarget
+		case ch == '?':
+			inPath = false
+		case ch == '%' && inPath && (i+2 >= len(t) || !isHex(t[i+1]) || !isHex(t[i+2])):
+			return ErrInvalidTarget
+		}
+	}
+	return nil
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // appendFields appends the end-to-end fields of h, sorted by name: none of connectionFields,
@@ -146,7 +172,7 @@ func appendField(b []byte, name, v string) ([]byte, error) {
 func listed(vs []string, k string) bool {
 	for _, v := range vs {
 		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(textproto.TrimString(tok), k) {
+			if asciiFold(textproto.TrimString(tok), k) {
 				return true
 			}
 		}
@@ -238,4 +264,25 @@ func requestFraming(req *http.Request) (framing, io.Reader) {
 // isUpgrade reports a request asking to switch protocols.
 func isUpgrade(h http.Header) bool {
 	return len(h["Upgrade"]) > 0 && httpguts.HeaderValuesContainsToken(h["Connection"], "upgrade")
+}
+
+// asciiFold reports whether a and b are equal ignoring ASCII case only (strings.EqualFold
+// folds Unicode too, and takes two invalid bytes for the same rune).
+func asciiFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
