@@ -88,6 +88,7 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 		}
 		opts.Listener.ConnectionRefused = m.ConnectionRefused
 		opts.Listener.ClientConnectionRefused = m.ClientConnectionRefused
+		opts.Listener.HeadRefused = m.Refused
 	}
 	if err := d.startOverload(&opts); err != nil {
 		return nil, err

@@ -61,8 +61,10 @@ type conn struct {
 	// kept says the connection outlives its goroutine: hijacked, or handed to H2C.
 	kept bool
 
-	// cancel ends the context of the request being served.
+	// cancel ends the context of the request being served; gone says ClientGone found its
+	// client gone.
 	cancel context.CancelFunc
+	gone   bool
 }
 
 // source is what the read buffer reads: the bytes of prefix first, then the connection, or,
@@ -250,13 +252,19 @@ func (c *conn) leaveIdle() bool {
 	return !c.closed
 }
 
-// closeIfIdle closes the connection when it waits between requests.
+// closeIfIdle closes the connection when it waits between requests. One serving a request
+// whose client closed its side has the request cancelled, so that a drain does not wait on a
+// response nobody reads.
 func (c *conn) closeIfIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.idle && !c.closed {
+	switch {
+	case c.idle && !c.closed:
 		c.closed = true
 		_ = c.nc.Close()
+	case !c.idle && c.cancel != nil && c.peek() != peekOpen:
+		c.gone = true
+		c.cancel()
 	}
 }
 
@@ -351,20 +359,40 @@ func (r *replayConn) NetConn() net.Conn { return r.Conn }
 // head is read for another request.
 func (c *conn) refuse(e *http1.Error) {
 	c.srv.opts.Refused(e.Reason)
-	text := http.StatusText(e.Status)
-	if text == "" {
-		text = "status code " + strconv.Itoa(e.Status)
-	}
-	msg := "HTTP/1.1 " + strconv.Itoa(e.Status) + " " + text +
-		"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" +
-		strconv.Itoa(e.Status) + " " + text
 	_ = c.rw.SetWriteDeadline(time.Now().Add(c.srv.opts.HeaderReadTimeout))
 	c.wmu.Lock()
-	_, err := io.WriteString(c.rw, msg)
+	_, err := io.WriteString(c.rw, refusal(e))
 	c.wmu.Unlock()
 	if err == nil {
 		c.linger()
 	}
+}
+
+// errorHeaders are the fields of net/http's answers to requests it cannot read.
+const errorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// statusTexts are the texts net/http's server gives the refusals it words, by reason.
+var statusTexts = map[string]string{
+	http1.ReasonMissingHost:        "missing required Host header",
+	http1.ReasonHost:               "malformed Host header",
+	http1.ReasonSpaceBeforeColon:   "invalid header name",
+	http1.ReasonFieldName:          "invalid header name",
+	http1.ReasonFieldValue:         "invalid header value",
+	http1.ReasonUnsupportedVersion: "unsupported protocol version",
+}
+
+// refusal returns the answer to a refused head, worded as net/http's server words its own.
+func refusal(e *http1.Error) string {
+	status := strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
+	switch {
+	case e.Status == http.StatusExpectationFailed:
+		return "HTTP/1.1 " + status + "\r\nConnection: close\r\nDate: " + string(date()) + "\r\nContent-Length: 0\r\n\r\n"
+	case e.Status == http.StatusNotImplemented:
+		return "HTTP/1.1 " + status + errorHeaders + "Unsupported transfer encoding"
+	case statusTexts[e.Reason] != "":
+		status += ": " + statusTexts[e.Reason]
+	}
+	return "HTTP/1.1 " + status + errorHeaders + status
 }
 
 // linger half-closes the connection and drops what the client still sends for a moment.

@@ -35,7 +35,7 @@ func (c *conn) serveRequest() bool {
 		h = optionsHandler{}
 	}
 	c.runHandler(h, w, req)
-	if w.hijacked || w.aborted {
+	if w.hijacked || w.aborted || c.isGone() {
 		w.put()
 		return false
 	}
@@ -71,25 +71,53 @@ func (optionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// ClientGone peeks at the client's socket without waiting: end of stream or a reset means the
-// client went away, which also cancels the request's context.
-func (c *conn) ClientGone() bool {
+// What a peek at the client's socket found.
+const (
+	peekOpen = iota
+	peekEOF
+	peekReset
+)
+
+// peek looks at the client's socket without reading or waiting.
+func (c *conn) peek() int {
 	if c.raw == nil {
-		return false
+		return peekOpen
 	}
-	gone := false
+	found := peekOpen
 	_ = c.raw.Control(func(fd uintptr) {
 		var b [1]byte
 		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		gone = n == 0 && err == nil || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-	})
-	if gone {
-		c.mu.Lock()
-		cancel := c.cancel
-		c.mu.Unlock()
-		if cancel != nil {
-			cancel()
+		switch {
+		case n == 0 && err == nil:
+			found = peekEOF
+		case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+			found = peekReset
 		}
+	})
+	return found
+}
+
+// ClientGone peeks at the client's socket without waiting: the end of its stream or a reset
+// means the client went away, which cancels the request's context. A client that only
+// half-closed after its request looks the same; it gets no answer once the handler gave up
+// on it (rather than an empty one that would look whole).
+func (c *conn) ClientGone() bool {
+	if c.peek() == peekOpen {
+		return false
 	}
-	return gone
+	c.mu.Lock()
+	c.gone = true
+	cancel := c.cancel
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	return true
+}
+
+// isGone reports whether ClientGone found the client gone.
+func (c *conn) isGone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gone
 }

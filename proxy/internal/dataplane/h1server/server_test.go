@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -363,7 +364,8 @@ func TestEarlyHints(t *testing.T) {
 	}
 }
 
-// Tests that ClientGone sees a client that closed, and cancels the request's context.
+// Tests that ClientGone sees a client that closed its connection, and cancels the request's
+// context.
 func TestClientGone(t *testing.T) {
 	checked := make(chan bool, 1)
 	ts := serve(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
@@ -381,6 +383,18 @@ func TestClientGone(t *testing.T) {
 	if !<-checked {
 		t.Fatal("the request's context was not cancelled")
 	}
+}
+
+// Tests that a client found gone gets no answer once the handler gave up: not the implicit
+// empty 200, which would look whole to a client that only half-closed.
+func TestGoneClientGetsNoImplicitAnswer(t *testing.T) {
+	ts := serve(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		poll(t, "the client's half-close arrives", func() bool { return clientWatch(r).ClientGone() })
+	}), Options{})
+	c := ts.dial(t)
+	write(t, c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	_ = c.(*net.TCPConn).CloseWrite()
+	expectEOF(t, bufio.NewReader(c))
 }
 
 // Tests that Shutdown closes idle connections at once and lets a request in flight finish,

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
@@ -21,6 +22,7 @@ type server struct {
 	protocol router.Protocol
 	addr     net.Addr
 	http     *http.Server
+	native   *native
 	ln       *limitListener
 	served   chan error
 }
@@ -39,6 +41,11 @@ func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, err
 	s.ln = &limitListener{
 		Listener: ln, open: &m.open, max: int64(m.opts.MaxConnections), refused: m.connectionRefused,
 		clients: m.clients, clientRefused: m.opts.ClientConnectionRefused, overload: m.opts.Overload,
+	}
+	if m.opts.Engine == http1.EngineNative {
+		s.native = m.newNative(l, protocol, s.ln)
+		go func() { s.served <- s.native.serve() }()
+		return s, nil
 	}
 	s.http = m.httpServer(l, protocol)
 	go func() {
@@ -88,6 +95,9 @@ func (m *Manager) httpServer(l *forward.Listener, protocol router.Protocol) *htt
 // shutdown stops accepting, tells HTTP/2 clients to go away, closes idle keep-alive
 // connections and waits for requests in flight until ctx ends, when it closes the rest.
 func (s *server) shutdown(ctx context.Context) error {
+	if s.native != nil {
+		return s.shutdownNative(ctx)
+	}
 	var errs []error
 	if err := s.http.Shutdown(ctx); err != nil {
 		errs = append(errs, err)
@@ -96,6 +106,23 @@ func (s *server) shutdown(ctx context.Context) error {
 	select {
 	case err := <-s.served:
 		if !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	case <-ctx.Done():
+		errs = append(errs, ctx.Err())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shut down port %d: %w", s.port, err)
+	}
+	return nil
+}
+
+// shutdownNative is shutdown for the native engine.
+func (s *server) shutdownNative(ctx context.Context) error {
+	errs := []error{s.native.shutdown(ctx)}
+	select {
+	case err := <-s.served:
+		if !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
 		}
 	case <-ctx.Done():
@@ -166,6 +193,9 @@ func (c *countedConn) Close() error {
 	}
 	return c.Conn.Close()
 }
+
+// NetConn returns the connection under c, for the native server's system calls.
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
 
 // CloseWrite half-closes the connection, as a TCP connection can.
 func (c *countedConn) CloseWrite() error {
