@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"net"
 	"strconv"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
@@ -33,7 +35,10 @@ func BenchmarkServe(b *testing.B) {
 	b.Run("engine=none", func(b *testing.B) { benchExchanges(b, backendAddr) })
 	for _, e := range http1.Engines {
 		b.Run("engine="+string(e), func(b *testing.B) {
-			d, err := dataplane.New(logr.Discard(), dataplane.Options{HTTP1Engine: e, Listener: listenOn127()})
+			// One connection for the whole run: the request cap would close it every 10,000.
+			d, err := dataplane.New(logr.Discard(), dataplane.Options{
+				HTTP1Engine: e, Listener: listenOn127(), Forward: forward.Options{MaxRequestsPerConnection: math.MaxInt32},
+			})
 			if err != nil {
 				b.Fatal(err)
 			}
