@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/textproto"
+	"sync"
 	"time"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
@@ -192,4 +194,85 @@ func (u *upgraded) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return u.Close()
+}
+
+// spliceSlice is the most WriteTo hands to the writer at once.
+const spliceSlice = 1 << 20
+
+// WriteTo moves the rest of the body to w, which io.Copy(w, body) calls. For a Content-Length
+// body over plain TCP it writes the bytes already read from the connection, then gives w the
+// connection itself as the source, in slices of 1 MiB: a writer whose ReadFrom is a
+// *net.TCPConn's (directly or by delegating to one) then moves them with splice(2), never
+// through user space. Any other body is copied through a buffer. The connection is reused as
+// after Read.
+func (b *body) WriteTo(w io.Writer) (int64, error) {
+	if b.c == nil {
+		return 0, b.err
+	}
+	tcp, ok := b.c.nc.(*net.TCPConn)
+	if b.framing != http1.FramingLength || !ok || b.c.long {
+		return b.copyTo(w)
+	}
+	var total int64
+	if n := min(int64(b.c.br.Buffered()), b.remain); n > 0 {
+		buf, _ := b.c.br.Peek(int(n))
+		m, err := w.Write(buf)
+		_, _ = b.c.br.Discard(m)
+		b.remain -= int64(m)
+		total += int64(m)
+		if err != nil {
+			return total, b.fail(err)
+		}
+	}
+	bp := copyBuffer()
+	defer copyBuffers.Put(bp)
+	for b.remain > 0 {
+		n, err := io.CopyBuffer(w, &io.LimitedReader{R: tcp, N: min(b.remain, spliceSlice)}, *bp)
+		b.remain -= n
+		total += n
+		switch {
+		case err != nil:
+			return total, b.fail(err)
+		case b.remain > 0 && n < min(b.remain+n, spliceSlice):
+			return total, b.fail(io.ErrUnexpectedEOF)
+		}
+	}
+	b.release(true)
+	return total, nil
+}
+
+// copyTo copies the body to w through a pooled buffer.
+func (b *body) copyTo(w io.Writer) (int64, error) {
+	bp := copyBuffer()
+	defer copyBuffers.Put(bp)
+	var total int64
+	for {
+		n, rerr := b.Read(*bp)
+		if n > 0 {
+			m, err := w.Write((*bp)[:n])
+			total += int64(m)
+			if err != nil {
+				if b.c != nil {
+					_ = b.fail(err)
+				}
+				return total, err
+			}
+		}
+		switch {
+		case errors.Is(rerr, io.EOF):
+			return total, nil
+		case rerr != nil:
+			return total, rerr
+		}
+	}
+}
+
+var copyBuffers sync.Pool
+
+func copyBuffer() *[]byte {
+	if bp, ok := copyBuffers.Get().(*[]byte); ok {
+		return bp
+	}
+	b := make([]byte, 32<<10)
+	return &b
 }
