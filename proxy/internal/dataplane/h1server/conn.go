@@ -160,6 +160,7 @@ func (c *conn) serve() {
 			return
 		}
 		c.first = false
+		c.forgetHead()
 		if c.br.Buffered() == 0 {
 			c.release()
 		}
@@ -177,6 +178,17 @@ func (c *conn) end() {
 	}
 	c.release()
 	_ = c.nc.Close()
+}
+
+// forgetHead drops the parsed head's slices of the read buffer, so that an idle connection
+// pins no buffer the pool gave back, keeping the capacity of its field list.
+func (c *conn) forgetHead() {
+	if c.head.Chunked {
+		c.cr.Reset(nil, &c.srv.opts.Limits)
+	}
+	f := c.head.Fields[:cap(c.head.Fields)]
+	clear(f)
+	c.head = headRequest{Fields: f[:0]}
 }
 
 // release gives the read buffer back.
