@@ -1,7 +1,6 @@
 package h1client
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -238,8 +237,9 @@ func appendTrailerNames(b []byte, tr http.Header) ([]byte, error) {
 }
 
 // requestFraming returns how req's body goes out, and the body to send: with its
-// Content-Length when known and without trailers, chunked otherwise. A body of length 0
-// without trailers is read once, as net/http does: empty, it is none.
+// Content-Length when known and without trailers, chunked otherwise (a body whose length is
+// 0 but that is not http.NoBody is of unknown length, as net/http takes it for a POST; the
+// body is never read ahead to find out).
 func requestFraming(req *http.Request) (framing, io.Reader) {
 	f := framing{upgrade: isUpgrade(req.Header)}
 	switch {
@@ -248,14 +248,6 @@ func requestFraming(req *http.Request) (framing, io.Reader) {
 	case req.ContentLength > 0 && len(req.Trailer) == 0:
 		f.length = req.ContentLength
 		return f, req.Body
-	case req.ContentLength == 0 && len(req.Trailer) == 0:
-		var b [1]byte
-		n, err := req.Body.Read(b[:])
-		if n == 0 && err != nil {
-			return f, nil
-		}
-		f.length, f.chunked = -1, true
-		return f, io.MultiReader(bytes.NewReader(b[:n]), req.Body)
 	}
 	f.length, f.chunked = -1, true
 	return f, req.Body
