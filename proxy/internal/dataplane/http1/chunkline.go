@@ -140,11 +140,10 @@ func (c *ChunkedReader) readTrailers() error {
 		if len(c.trailers) == c.maxCount {
 			return errTrailerTooMany
 		}
-		f, err := parseFieldLine(line[:len(line)-2])
-		if err != nil {
+		c.trailers = append(c.trailers, Field{})
+		if _, err := parseField(line, 0, &c.trailers[len(c.trailers)-1]); err != nil {
 			return err
 		}
-		c.trailers = append(c.trailers, f)
 	}
 }
 

@@ -1,51 +1,5 @@
 package http1
 
-// parseFieldLine parses one field line, its CRLF removed: token ":" OWS value OWS (RFC 9112
-// section 5). Whitespace at its start (obs-fold) or before the colon is refused.
-func parseFieldLine(line []byte) (Field, error) {
-	i := 0
-	for i < len(line) && tchar[line[i]] {
-		i++
-	}
-	if i == len(line) || line[i] != ':' {
-		return Field{}, fieldNameError(line, i)
-	}
-	if i == 0 {
-		return Field{}, errFieldName
-	}
-	v := TrimOWS(line[i+1:])
-	for _, c := range v {
-		if !vchar[c] {
-			return Field{}, byteError(c, errFieldValue)
-		}
-	}
-	return Field{Name: line[:i:i], Value: v[:len(v):len(v)]}, nil
-}
-
-// fieldNameError returns the refusal of a field line whose name stops at line[i], which is not
-// its colon.
-func fieldNameError(line []byte, i int) error {
-	switch {
-	case i == len(line):
-		return errFieldName
-	case line[i] == ' ' || line[i] == '\t':
-		if i == 0 {
-			return errObsFold
-		}
-		return errSpaceBeforeColon
-	}
-	return byteError(line[i], errFieldName)
-}
-
-// byteError returns the refusal of the byte c: a bare CR has its own reason, any other byte
-// gets err.
-func byteError(c byte, err error) error {
-	if c == '\r' {
-		return errBareCR
-	}
-	return err
-}
-
 // headState collects what a request's fields say about its framing, its Host and its
 // connection while they are parsed; finish checks it once the head is whole, so that a
 // malformed line later in the head is always the verdict, whatever the read sizes.
@@ -57,7 +11,7 @@ type headState struct {
 }
 
 // note records field f.
-func (h *headState) note(f Field) {
+func (h *headState) note(f *Field) {
 	switch len(f.Name) {
 	case len("host"):
 		if asciiFold(f.Name, "host") {

@@ -40,7 +40,7 @@ func (r *Request) reset() {
 // It returns ErrIncomplete when b holds no whole head yet and no limit has been passed, and an
 // *Error (status and reason) when the request must be refused; the limits are checked on
 // partial input, so that a head is refused as soon as it passes one, and a malformed line as
-// soon as it is whole. It accepts only the strict grammar of RFC 9112 (CRLF line endings, one
+// soon as its fault has arrived. It accepts only the strict grammar of RFC 9112 (CRLF line endings, one
 // SP between the request line's words, no obs-fold, no whitespace before a colon, no empty
 // line before the request line) and the framing of section 6: exactly one "chunked"
 // Transfer-Encoding or one Content-Length. lim may be nil for the defaults.
@@ -56,26 +56,10 @@ func ParseRequest(b []byte, r *Request, lim *Limits) error {
 		return err
 	}
 	var h headState
-	for {
-		end, err := lineEnd(b, start, maxBytes, errHeadTooLarge)
-		if err != nil {
-			return err
-		}
-		if end-start == 2 {
-			r.HeadLen = end
-			return h.finish(r)
-		}
-		if len(r.Fields) == maxCount {
-			return errTooManyFields
-		}
-		f, err := parseFieldLine(b[start : end-2])
-		if err != nil {
-			return err
-		}
-		r.Fields = append(r.Fields, f)
-		h.note(f)
-		start = end
+	if err := parseFields(b, start, r, &h, maxBytes, maxCount); err != nil {
+		return err
 	}
+	return h.finish(r)
 }
 
 // requestLimits returns the limits of lim with the defaults in place of zeros. The request line
@@ -96,27 +80,6 @@ func requestLimits(lim *Limits) (maxBytes, maxCount, maxLine int) {
 	}
 	maxLine = min(maxLine, maxBytes-2)
 	return maxBytes, maxCount, maxLine
-}
-
-// lineEnd returns the end, LF included, of the CRLF-terminated line of b that starts at start.
-// tooLarge is returned when the line would end beyond max, and ErrIncomplete when b holds no LF
-// yet and has not passed max.
-func lineEnd(b []byte, start, maxEnd int, tooLarge error) (int, error) {
-	i := bytes.IndexByte(b[start:], '\n')
-	if i < 0 {
-		if len(b) > maxEnd {
-			return 0, tooLarge
-		}
-		return 0, ErrIncomplete
-	}
-	end := start + i + 1
-	if end > maxEnd {
-		return 0, tooLarge
-	}
-	if i == 0 || b[end-2] != '\r' {
-		return 0, errBareLF
-	}
-	return end, nil
 }
 
 // parseRequestLine parses the request line at the start of b into r and returns where the

@@ -94,7 +94,7 @@ func parseAbsoluteForm(r *Request) error {
 
 // checkPathQuery checks the bytes of a path and query: targetChar, and "%" HEXDIG HEXDIG.
 func checkPathQuery(p []byte) error {
-	for i := 0; i < len(p); i++ {
+	for i := plainTargetPrefix(p); i < len(p); i++ {
 		c := p[i]
 		if targetChar[c] {
 			continue
