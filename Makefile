@@ -80,6 +80,23 @@ test: k8s-assets coredns-assets kustomize helm ## Run every test of every module
 	for m in $(MODULES); do echo "test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...); done
 	@$(MAKE) --no-print-directory test-e2e
 
+# The fuzz targets of parsers of untrusted bytes, as module:package:target; make fuzz runs each
+# for FUZZTIME beyond its committed corpus (which every go test run replays already).
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	proxy:./internal/dataplane/http1/:FuzzRequestHead \
+	proxy:./internal/dataplane/http1/:FuzzChunked \
+	proxy:./internal/dataplane/http1/:FuzzResponseHead \
+	proxy:./internal/dataplane/h1client/:FuzzForwardRoundTrip \
+	proxy:./internal/dataplane/h1client/:FuzzUpstreamStream
+
+.PHONY: fuzz
+fuzz: ## Fuzz the HTTP/1.1 engine's parsers against net/http for FUZZTIME each (10s).
+	@for t in $(FUZZ_TARGETS); do \
+		IFS=: read -r mod pkg name <<<"$$t"; echo "fuzz $$mod $$pkg $$name for $(FUZZTIME)"; \
+		(cd $$mod && go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg) || exit 1; \
+	done
+
 .PHONY: test-e2e
 test-e2e: k8s-assets kustomize ## Run the end-to-end suite on the local cluster: config/default, then the external-ca overlay (hack/e2e-cluster.sh).
 	hack/e2e-cluster.sh
