@@ -44,6 +44,11 @@ type conn struct {
 	// br holds the bytes read and not yet consumed; nil while the connection is idle.
 	br  *bufio.Reader
 	one [1]byte
+	// readFn is readAvailable, made once; rerr is what its read failed with.
+	readFn func(fd uintptr) bool
+	rerr   error
+	// bufs is the vector of a write.
+	bufs net.Buffers
 
 	head   headRequest
 	cr     chunkedReader
@@ -147,13 +152,11 @@ func (c *conn) serve() {
 				return
 			}
 		}
-		err := c.readHead()
-		var refused *http1.Error
-		switch {
-		case errors.As(err, &refused):
-			c.refuse(refused)
-			return
-		case err != nil:
+		if err := c.readHead(); err != nil {
+			var refused *http1.Error
+			if errors.As(err, &refused) {
+				c.refuse(refused)
+			}
 			return
 		}
 		if !c.serveRequest() {
@@ -228,23 +231,30 @@ func (c *conn) wait() error {
 		c.br = c.srv.getReader(&c.src)
 		return nil
 	}
-	var rerr error
-	err := c.raw.Read(func(fd uintptr) bool {
-		br := c.srv.getReader(&c.src)
-		c.src.fd, c.src.raw = int(fd), true
-		_, rerr = br.Peek(1)
-		c.src.raw = false
-		if errors.Is(rerr, errAgain) {
-			c.srv.putReader(br)
-			return false
-		}
-		c.br = br
-		return true
-	})
-	if err != nil {
+	if c.readFn == nil {
+		c.readFn = c.readAvailable
+	}
+	if err := c.raw.Read(c.readFn); err != nil {
 		return err
 	}
-	return rerr
+	err := c.rerr
+	c.rerr = nil
+	return err
+}
+
+// readAvailable is the idle wait's read callback: it reads what the socket has into a pooled
+// buffer, and gives the buffer back and asks to wait when it has nothing yet.
+func (c *conn) readAvailable(fd uintptr) bool {
+	br := c.srv.getReader(&c.src)
+	c.src.fd, c.src.raw = int(fd), true
+	_, err := br.Peek(1)
+	c.src.raw = false
+	if errors.Is(err, errAgain) {
+		c.srv.putReader(br)
+		return false
+	}
+	c.br, c.rerr = br, err
+	return true
 }
 
 func (c *conn) enterIdle() bool {

@@ -21,9 +21,11 @@ func (c *conn) serveRequest() bool {
 	c.cancel = cancel
 	c.mu.Unlock()
 	req, bd, err := c.newRequest(ctx)
-	var refused *http1.Error
-	if errors.As(err, &refused) {
-		c.refuse(refused)
+	if err != nil {
+		var refused *http1.Error
+		if errors.As(err, &refused) {
+			c.refuse(refused)
+		}
 		return false
 	}
 	w := c.newResponse(req, bd)

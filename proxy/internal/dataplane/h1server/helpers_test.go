@@ -31,7 +31,7 @@ type testServer struct {
 
 // serve starts a Server with h on a loopback port; the test's end closes it and waits for
 // its connections.
-func serve(t *testing.T, h http.Handler, opts Options) *testServer {
+func serve(t testing.TB, h http.Handler, opts Options) *testServer {
 	t.Helper()
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
@@ -59,9 +59,12 @@ func serve(t *testing.T, h http.Handler, opts Options) *testServer {
 }
 
 // dial opens a client connection, closed at the test's end.
-func (ts *testServer) dial(t *testing.T) net.Conn {
+func (ts *testServer) dial(t testing.TB) net.Conn { return dialAddr(t, ts.ln.Addr().String()) }
+
+// dialAddr opens a client connection to addr, closed at the test's end.
+func dialAddr(t testing.TB, addr string) net.Conn {
 	t.Helper()
-	c, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", ts.ln.Addr().String())
+	c, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +118,7 @@ func poll(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func write(t *testing.T, c net.Conn, s string) {
+func write(t testing.TB, c net.Conn, s string) {
 	t.Helper()
 	if _, err := io.WriteString(c, s); err != nil {
 		t.Fatal(err)
@@ -133,7 +136,7 @@ type reply struct {
 }
 
 // readResponse reads one response to a request of method from br, its body whole.
-func readResponse(t *testing.T, br *bufio.Reader, method string) (reply, string) {
+func readResponse(t testing.TB, br *bufio.Reader, method string) (reply, string) {
 	t.Helper()
 	resp, err := http.ReadResponse(br, &http.Request{Method: method})
 	if err != nil {

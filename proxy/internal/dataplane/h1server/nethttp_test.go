@@ -15,7 +15,7 @@ import (
 )
 
 // serveNetHTTP starts net/http's server with h on a loopback port, the oracle of these tests.
-func serveNetHTTP(t *testing.T, h http.Handler) string {
+func serveNetHTTP(t testing.TB, h http.Handler) string {
 	t.Helper()
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {

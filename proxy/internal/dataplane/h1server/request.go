@@ -6,6 +6,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"unsafe"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 )
@@ -30,35 +31,36 @@ func (c *conn) newRequest(ctx context.Context) (*http.Request, *body, error) {
 	h := &c.head
 	b, _ := c.br.Peek(h.HeadLen)
 	s := string(b)
-	sub := func(x []byte) string { return substring(s, b, x) }
-	req := &http.Request{
-		Method: method(h.Method, sub), RequestURI: sub(h.Target),
+	// base is filled in place and copied once into the request WithContext returns.
+	base := http.Request{
+		Method: method(h.Method, s, b), RequestURI: substring(s, b, h.Target),
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: h.Minor,
-		Header: header(h.Fields, sub), Close: !h.KeepAlive, RemoteAddr: c.remote, TLS: c.tls,
+		Header: header(h.Fields, s, b), Close: !h.KeepAlive, RemoteAddr: c.remote, TLS: c.tls,
 	}
 	if h.Minor == 0 {
-		req.Proto = "HTTP/1.0"
+		base.Proto = "HTTP/1.0"
 	}
-	u, err := parseTarget(req.Method, req.RequestURI)
+	u, err := parseTarget(base.Method, base.RequestURI)
 	if err != nil {
 		return nil, nil, errBadTarget
 	}
-	req.URL = u
-	req.Host = u.Host
-	if req.Host == "" {
-		req.Host = sub(h.Host)
+	base.URL = u
+	base.Host = u.Host
+	if base.Host == "" {
+		base.Host = substring(s, b, h.Host)
 	}
-	delete(req.Header, "Host")
-	fixPragmaCacheControl(req.Header)
-	if err := c.frame(req); err != nil {
+	delete(base.Header, "Host")
+	fixPragmaCacheControl(base.Header)
+	if err := c.frame(&base); err != nil {
 		return nil, nil, err
 	}
 	_, _ = c.br.Discard(h.HeadLen)
+	req := base.WithContext(ctx)
 	bd := c.newBody(req)
 	if bd != nil {
 		req.Body = bd
 	}
-	return req.WithContext(ctx), bd, nil
+	return req, bd, nil
 }
 
 // frame sets the request's length, transfer coding and announced trailers as net/http's
@@ -131,13 +133,14 @@ func parseTarget(method, target string) (*url.URL, error) {
 	return u, nil
 }
 
-// header returns the fields as a header with canonical keys, values in arrival order.
-func header(fields []http1.Field, sub func([]byte) string) http.Header {
+// header returns the fields as a header with canonical keys, values in arrival order; s is the
+// head b as a string.
+func header(fields []http1.Field, s string, b []byte) http.Header {
 	hdr := make(http.Header, len(fields))
 	vals := make([]string, len(fields))
 	for i, f := range fields {
-		k := textproto.CanonicalMIMEHeaderKey(sub(f.Name))
-		vals[i] = sub(f.Value)
+		k := textproto.CanonicalMIMEHeaderKey(substring(s, b, f.Name))
+		vals[i] = substring(s, b, f.Value)
 		if vs, ok := hdr[k]; ok {
 			hdr[k] = append(vs, vals[i])
 			continue
@@ -157,13 +160,13 @@ func fixPragmaCacheControl(hdr http.Header) {
 	}
 }
 
-func method(m []byte, sub func([]byte) string) string {
-	for _, s := range methods {
-		if string(m) == s {
-			return s
+func method(m []byte, s string, b []byte) string {
+	for _, name := range methods {
+		if string(m) == name {
+			return name
 		}
 	}
-	return sub(m)
+	return substring(s, b, m)
 }
 
 // substring returns x, a slice of b, as the same bytes of s, the string of b; a copy when x is
@@ -172,7 +175,8 @@ func substring(s string, b, x []byte) string {
 	if len(x) == 0 {
 		return ""
 	}
-	off := cap(b) - cap(x)
+	// The offset of x in b, from their addresses: the parser's slices may have any capacity.
+	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(x))) - uintptr(unsafe.Pointer(unsafe.SliceData(b)))) //nolint:gosec // address arithmetic only, checked against the bounds and bytes below
 	if off >= 0 && off+len(x) <= len(s) && s[off:off+len(x)] == string(x) {
 		return s[off : off+len(x)]
 	}

@@ -464,8 +464,9 @@ func (c *conn) writev(iov [][]byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.plain {
-		bufs := net.Buffers(iov)
-		_, err := bufs.WriteTo(c.rw)
+		c.bufs = iov
+		_, err := c.bufs.WriteTo(c.rw)
+		c.bufs = nil
 		return err
 	}
 	for _, b := range iov {
