@@ -357,6 +357,11 @@ func headOf(n int) string {
 	return start + strings.Repeat("p", n-len(start)-4) + "\r\n\r\n"
 }
 
+// lineOf returns a GET head whose request line is n bytes long without its CRLF.
+func lineOf(n int) string {
+	return "GET /" + strings.Repeat("l", n-len("GET / HTTP/1.1")) + " HTTP/1.1\r\nHost: x\r\n\r\n"
+}
+
 // fieldsOf returns a GET head whose fields (Host aside) are count fields whose sizes, as the
 // handler counts them (name, value and 4), add up to size.
 func fieldsOf(count, size int) string {
@@ -385,6 +390,12 @@ func TestLimitsAtTheirBoundaries(t *testing.T) {
 		return fmt.Sprintf("POST /limit HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", n, strings.Repeat("b", n))
 	}
 	okBody := served(true, "POST /limit "+strings.Repeat("b", 1024))
+	// net/http bounds the request line only by the head's limit; the native parser by 8 KiB
+	// (http1.DefaultMaxRequestLine), CRLF aside.
+	lineServed := func(n int) outcome {
+		return served(true, strings.Fields(lineOf(n))[0]+" "+strings.Fields(lineOf(n))[1])
+	}
+	okLine, overLine := lineServed(8<<10), lineServed(8<<10+1)
 	for _, tc := range []struct {
 		name  string
 		opts  dataplane.Options
@@ -403,6 +414,10 @@ func TestLimitsAtTheirBoundaries(t *testing.T) {
 			{"bytes one over", fieldsOf(1, 1001), refused(431), nil},
 			{"count at the limit", fieldsOf(20, 900), ok, nil},
 			{"count one over", fieldsOf(21, 900), refused(431), nil},
+		}},
+		{"the request line at the native parser", dataplane.Options{}, []codecCase{
+			{"a line of 8 KiB", lineOf(8 << 10), okLine, nil},
+			{"a line one byte over", lineOf(8<<10 + 1), refused(414), &overLine},
 		}},
 		{"the 4 KiB read buffer", dataplane.Options{}, []codecCase{
 			{"a head of 4095 bytes", headOf(4095), ok, nil},
