@@ -182,15 +182,6 @@ var ckAllowed = map[string]func(in []byte) bool{
 		}
 		return false
 	},
-	ReasonChunkLineTooLong: func(in []byte) bool {
-		for _, l := range ckLines(in) {
-			if len(l) >= 4094 {
-				return true
-			}
-		}
-		return false
-	},
-	ReasonHeadTooLarge: func(in []byte) bool { return len(in) > 4000 },
 	ReasonTooManyFields: func(in []byte) bool {
 		return len(ckLines(in)) > DefaultMaxHeaderCount
 	},

@@ -124,9 +124,6 @@ var rqAllowed = map[string]func(in []byte, h rqHead) bool{
 	ReasonBareLF: func(in []byte, h rqHead) bool {
 		return regexp.MustCompile(`(^|[^\r])\n`).MatchString(h.raw)
 	},
-	ReasonBareCR: func(in []byte, h rqHead) bool {
-		return regexp.MustCompile(`\r([^\n]|$)`).MatchString(h.raw)
-	},
 	ReasonRequestLine: func(in []byte, h rqHead) bool {
 		return len(h.lines) == 0 || !regexp.MustCompile(`^[^ ]+ [^ ]+ [^ ]+$`).MatchString(h.lines[0])
 	},
