@@ -37,3 +37,20 @@ func TestCoxswainEngine(t *testing.T) {
 		}
 	}
 }
+
+func TestCPUTarget(t *testing.T) {
+	want := map[string]float64{
+		"1 route, 100 B": 1.10, "10,000 routes, 100 B": 1.10, "1 route, 16 KiB": 1.00, "1 route, 100 MiB download": 1.00,
+		"1 route, 1 MiB upload": 1.00, "1 route, 100 MiB upload": 1.00, "1 route, 100 B, TLS": 1.10,
+		"1 route, 100 B, HTTP/2 over TLS": 1.50, "1 route, 100 B, 10,000 idle connections": 1.10,
+	}
+	for _, s := range scenarios() {
+		if w, ok := want[s.name]; ok && s.cpuTarget() != w {
+			t.Errorf("%s: target %.2fx, want %.2fx", s.name, s.cpuTarget(), w)
+		}
+		delete(want, s.name)
+	}
+	if len(want) > 0 {
+		t.Errorf("no scenario named %v", want)
+	}
+}
