@@ -10,8 +10,12 @@ type headState struct {
 	close, keepAlive, trailerBad       bool
 }
 
-// note records field f.
+// note records field f. Most names are none of those it looks for, and differ from them in
+// length or in their first letter.
 func (h *headState) note(f *Field) {
+	if !framingInitial[f.Name[0]] {
+		return
+	}
 	switch len(f.Name) {
 	case len("host"):
 		if asciiFold(f.Name, "host") {
@@ -42,6 +46,14 @@ func (h *headState) note(f *Field) {
 		}
 	}
 }
+
+// framingInitial holds the first letters, in either case, of the names note looks for.
+var framingInitial = func() (t [256]bool) {
+	for _, c := range "hetcHETC" {
+		t[c] = true
+	}
+	return t
+}()
 
 // noteExpect records an Expect field's value: an empty one expects nothing, "100-continue" is
 // the only expectation known.

@@ -1,5 +1,7 @@
 package http1
 
+import "bytes"
+
 // The request-target's forms (RFC 9112 section 3.2) and the authority's grammar (RFC 3986
 // section 3.2, as RFC 9110 section 4.2.1 restricts it for http and https).
 
@@ -139,24 +141,16 @@ func checkHost(h []byte, needPort bool) error {
 
 // splitHostPort splits h into its uri-host and the digits after its port's colon.
 func splitHostPort(h []byte) (name, port []byte, err error) {
-	for _, c := range h {
-		if c == '@' {
-			return nil, nil, errUserinfo
-		}
+	if bytes.IndexByte(h, '@') >= 0 {
+		return nil, nil, errUserinfo
 	}
-	end := 0
+	end := len(h)
 	if len(h) > 0 && h[0] == '[' {
-		for end < len(h) && h[end] != ']' {
-			end++
-		}
-		if end == len(h) {
+		if end = bytes.IndexByte(h, ']') + 1; end == 0 {
 			return nil, nil, errHost
 		}
-		end++
-	} else {
-		for end < len(h) && h[end] != ':' {
-			end++
-		}
+	} else if i := bytes.IndexByte(h, ':'); i >= 0 {
+		end = i
 	}
 	switch {
 	case end == len(h):
