@@ -167,3 +167,35 @@ func TestParseRequestAcceptsHeadsAtTheLimits(t *testing.T) {
 		t.Fatalf("one byte more: %v", err)
 	}
 }
+
+// Tests that the verdict on a head passing MaxHeaderBytes depends only on its bytes within
+// the limit: a fault before it is the verdict, one after it is not seen.
+func TestParseRequestLooksNoFurtherThanTheLimit(t *testing.T) {
+	t.Parallel()
+	lim := &Limits{MaxHeaderBytes: 64}
+	head := "GET / HTTP/1.1\r\nHost: x\r\nX: " // 28 bytes
+	tests := []struct {
+		name, raw string
+		want      *Error
+	}{
+		{"a NUL within the limit, the head going on past it", head + "a\x00" + strings.Repeat("a", 60), errFieldValue},
+		{"a NUL past the limit", head + strings.Repeat("a", 40) + "\x00\r\n\r\n", errHeadTooLarge},
+		{"a bare LF past the limit", head + strings.Repeat("a", 40) + "\n\r\n", errHeadTooLarge},
+		{"a head that ends one byte past the limit", head + strings.Repeat("a", 33) + "\r\n\r\n", errHeadTooLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var r Request
+			for n := 1; n <= len(tc.raw); n++ {
+				err := ParseRequest([]byte(tc.raw[:n]), &r, lim)
+				if !errors.Is(err, ErrIncomplete) && !errors.Is(err, tc.want) {
+					t.Fatalf("first %d bytes: %v, want %v or ErrIncomplete", n, err, tc.want)
+				}
+			}
+			if err := ParseRequest([]byte(tc.raw), &r, lim); !errors.Is(err, tc.want) {
+				t.Fatalf("ParseRequest = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
