@@ -28,6 +28,8 @@ type conn struct {
 	wbuf []byte
 	keys []string
 	resp http1.Response
+	// reused says the connection carried an exchange before the one it carries.
+	reused bool
 	// long says the last head was longer than br, which now reads the bytes after it before
 	// the connection's: the connection is not reused.
 	long bool

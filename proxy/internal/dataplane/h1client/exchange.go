@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
@@ -62,31 +63,82 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if bp != nil {
 		defer inlineBuffers.Put(bp)
 	}
-	if trace != nil && trace.GetConn != nil {
-		trace.GetConn(t.o.Address)
-	}
-	c, err := t.get(ctx)
-	if err != nil {
+	for attempt := 0; ; attempt++ {
+		if trace != nil && trace.GetConn != nil {
+			trace.GetConn(t.o.Address)
+		}
+		if attempt > 0 && ctx.Err() != nil {
+			closeBody(req)
+			return nil, fmt.Errorf("h1client: %w", context.Cause(ctx))
+		}
+		resp, c, err := t.attempt(ctx, req, trace, f, body, inline, attempt > 0)
+		switch {
+		case err == nil:
+			return resp, nil
+		case ctx.Err() != nil:
+			closeBody(req)
+			return nil, fmt.Errorf("h1client: %w", context.Cause(ctx))
+		case attempt == 0 && c != nil && c.reused && retryable(err, req, f, inline):
+			// As net/http does: a reused connection the backend had closed carries nothing,
+			// and the request goes once more on a new one (the trace's GetConn says so,
+			// where a caller may refuse a second attempt).
+			continue
+		}
 		closeBody(req)
 		return nil, err
+	}
+}
+
+// attempt runs the exchange on a pooled connection, or a new one when fresh. It returns the
+// connection it used, closed, on error.
+func (t *Transport) attempt(ctx context.Context, req *http.Request, trace *httptrace.ClientTrace, f framing, body io.Reader, inline []byte, fresh bool) (*http.Response, *conn, error) {
+	var c *conn
+	var err error
+	if fresh {
+		c, err = t.dial(ctx)
+	} else {
+		c, err = t.get(ctx)
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	head, err := c.appendHead(c.wbuf[:0], req, f)
 	if err != nil {
 		// Nothing was written: the connection stays as clean as it was.
 		t.put(c)
-		closeBody(req)
-		return nil, err
+		return nil, nil, err
 	}
 	c.wbuf = head[:0]
 	resp, err := c.roundTrip(ctx, req, trace, f, body, head, inline)
 	if err != nil {
 		c.close()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("h1client: %w", context.Cause(ctx))
-		}
-		return nil, err
+		return nil, c, err
 	}
-	return resp, nil
+	return resp, c, nil
+}
+
+// errNothingWritten is a failure to write any byte of a request.
+var errNothingWritten = errors.New("h1client: nothing of the request was written")
+
+// retryable says whether a request that failed on a reused connection may go again on a new
+// one, as net/http's Transport decides: when none of it was written, or when the backend
+// closed the connection before any byte of an answer and the request can be sent again as it
+// was (no body, or one at hand) with a method that is idempotent by nature (GET, HEAD,
+// OPTIONS, TRACE) or an Idempotency-Key.
+func retryable(err error, req *http.Request, f framing, inline []byte) bool {
+	if errors.Is(err, errNothingWritten) {
+		return true
+	}
+	if !errors.Is(err, ErrClosedBeforeAnswer) || f.chunked || f.length > 0 && inline == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
 }
 
 func closeBody(req *http.Request) {
@@ -102,9 +154,11 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, trace *httptrac
 	if len(inline) > 0 {
 		bufs = append(bufs, inline)
 	}
-	if _, err := bufs.WriteTo(c.nc); err != nil {
+	if n, err := bufs.WriteTo(c.nc); err != nil {
 		c.unwatch()
-		closeBody(req)
+		if n == 0 {
+			return nil, fmt.Errorf("%w: %w", errNothingWritten, err)
+		}
 		return nil, fmt.Errorf("h1client: write the request: %w", err)
 	}
 	if trace != nil && trace.WroteHeaders != nil {
@@ -133,7 +187,7 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, trace *httptrac
 func (c *conn) readResponse(ctx context.Context, req *http.Request, trace *httptrace.ClientTrace, f framing, p *pump) (*http.Response, error) {
 	head := req.Method == http.MethodHead
 	for n := 0; ; n++ {
-		if err := c.readHead(ctx, head, p); err != nil {
+		if err := c.readHead(ctx, head, p, n == 0); err != nil {
 			return nil, err
 		}
 		r := &c.resp
@@ -159,11 +213,12 @@ func (c *conn) readResponse(ctx context.Context, req *http.Request, trace *httpt
 	}
 }
 
-// readHead reads until c.br holds a whole response head and parses it into c.resp. The wait
+// readHead reads until c.br holds a whole response head and parses it into c.resp; first
+// says no byte of an answer came before (no 1xx). The wait
 // is cut in slices of WatchInterval when the request's client is watched, or while the pump
 // still sends the body: between slices a gone client ends the exchange, and the first-byte
 // timeout counts from the end of the request.
-func (c *conn) readHead(ctx context.Context, head bool, p *pump) error {
+func (c *conn) readHead(ctx context.Context, head bool, p *pump, first bool) error {
 	o := &c.t.o
 	watch := http1.ClientWatchOf(ctx)
 	sent := time.Now()
@@ -203,8 +258,8 @@ func (c *conn) readHead(ctx context.Context, head bool, p *pump) error {
 			if watch != nil && watch.ClientGone() {
 				return ErrClientGone
 			}
-		case errors.Is(err, io.EOF) && len(buf) == 0:
-			return ErrClosedBeforeAnswer
+		case first && len(buf) == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
+			return fmt.Errorf("%w: %w", ErrClosedBeforeAnswer, err)
 		case errors.Is(err, io.EOF):
 			return fmt.Errorf("h1client: response head from %s: %w", o.Address, io.ErrUnexpectedEOF)
 		default:

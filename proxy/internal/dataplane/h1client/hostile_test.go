@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -475,5 +476,49 @@ func TestLongResponseHead(t *testing.T) {
 	var e *http1.Error
 	if !errors.As(err, &e) || e.Reason != http1.ReasonRespTooLarge {
 		t.Errorf("a 30 KiB head: %v, want %s", err, http1.ReasonRespTooLarge)
+	}
+}
+
+// Tests the one retry net/http's Transport makes too: a backend that closes a reused
+// connection on reading the next request, before any byte of an answer, gets an idempotent
+// request without a body again on a new connection (GetConn is called for it, where a caller
+// may refuse), and a POST not at all.
+func TestRequestOnAConnectionClosedBeforeAnswering(t *testing.T) {
+	t.Parallel()
+	be := newRawBackend(t, func(c net.Conn, br *bufio.Reader) {
+		for served := 0; ; served++ {
+			r, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, r.Body)
+			if served == 1 {
+				return // closes without answering the second request
+			}
+			if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+				return
+			}
+		}
+	})
+	tr := newTransport(t, Options{Address: be.addr()})
+	if _, _, err := get(t, tr, be.addr(), "/"); err != nil {
+		t.Fatal(err)
+	}
+	var getConns atomic.Int32
+	req := mustRequest(t, http.MethodGet, "http://x/", nil)
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GetConn: func(string) { getConns.Add(1) }}))
+	if code, body, err := do(t, tr, req); err != nil || code != 200 || body != "ok" {
+		t.Fatalf("the GET on a connection closed before answering: %d %q %v", code, body, err)
+	}
+	if n := getConns.Load(); n != 2 {
+		t.Errorf("GetConn called %d times, want 2", n)
+	}
+	post := mustRequest(t, http.MethodPost, "http://x/", io.NopCloser(strings.NewReader("body")))
+	post.ContentLength = 4
+	if _, _, err := do(t, tr, post); !errors.Is(err, ErrClosedBeforeAnswer) {
+		t.Errorf("the POST: %v, want ErrClosedBeforeAnswer and no second attempt", err)
+	}
+	if n := be.accepted.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (the POST is not sent again)", n)
 	}
 }

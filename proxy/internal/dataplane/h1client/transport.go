@@ -154,6 +154,7 @@ func (t *Transport) popIdle() *conn {
 // the pool is full.
 func (t *Transport) put(c *conn) {
 	c.idleSince = time.Now()
+	c.reused = true
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.idle) >= t.o.MaxIdleConns {
