@@ -38,12 +38,14 @@ func (r *Request) reset() {
 // ParseRequest parses the request head at the start of b into r.
 //
 // It returns ErrIncomplete when b holds no whole head yet and no limit has been passed, and an
-// *Error (status and reason) when the request must be refused; the limits are checked on
-// partial input, so that a head is refused as soon as it passes one, and a malformed line as
-// soon as its fault has arrived. It accepts only the strict grammar of RFC 9112 (CRLF line endings, one
-// SP between the request line's words, no obs-fold, no whitespace before a colon, no empty
-// line before the request line) and the framing of section 6: exactly one "chunked"
-// Transfer-Encoding or one Content-Length. lim may be nil for the defaults.
+// *Error (status and reason) when the request must be refused. The limits are checked on
+// partial input, so that a head is refused as soon as it passes one, and a field line as soon
+// as its fault has arrived; no byte past MaxHeaderBytes is looked at, so the verdict does not
+// depend on how the bytes arrive. It accepts only the strict grammar of RFC 9112 (CRLF line
+// endings, one SP between the request line's words, no obs-fold, no whitespace before a
+// colon, no empty line before the request line) and the framing of section 6: exactly one
+// "chunked" Transfer-Encoding or one Content-Length. A CONNECT is parsed (its authority-form
+// target becomes Host) and its verdict left to the caller. lim may be nil for the defaults.
 //
 // A parse allocates nothing once r.Fields has the capacity of the head's fields. Since every
 // call starts again at b's first byte, a caller reading a head should call it again only once
