@@ -47,7 +47,7 @@ func TestChartRendersKustomizeObjects(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			want := byKey(t, clusterScopedWithoutNamespace(kustomizeBuild(t, m.dir)))
-			got := byKey(t, helmTemplate(t, append([]string{"createNamespace=true"}, m.values...)...))
+			got := byKey(t, withoutKeepPolicy(t, helmTemplate(t, append([]string{"createNamespace=true"}, m.values...)...)))
 			reconcileDefaultEnv(t, got, want)
 			for _, k := range sortedKeys(want) {
 				g, ok := got[k]
@@ -278,6 +278,29 @@ func reconcileDefaultEnv(t *testing.T, got, want map[string]*unstructured.Unstru
 	slices.SortFunc(wantEnv, byName)
 	setContainerField(t, got[key], "env", kept)
 	setContainerField(t, want[key], "env", wantEnv)
+}
+
+// withoutKeepPolicy checks that every CRD of the chart carries helm.sh/resource-policy: keep, so
+// that helm uninstall leaves them (and every object of their kinds), and removes it: the one
+// annotation the chart adds to config/'s objects (to the CRD files' objects, the Gateway API's
+// safe-upgrades policy with them).
+func withoutKeepPolicy(t *testing.T, objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	t.Helper()
+	for _, u := range objs {
+		a := u.GetAnnotations()
+		if u.GetKind() == "CustomResourceDefinition" && a["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s lacks helm.sh/resource-policy: keep", u.GetName())
+		}
+		if _, ok := a["helm.sh/resource-policy"]; !ok {
+			continue
+		}
+		delete(a, "helm.sh/resource-policy")
+		if len(a) == 0 {
+			a = nil
+		}
+		u.SetAnnotations(a)
+	}
+	return objs
 }
 
 // clusterScopedWithoutNamespace removes the namespace kustomize sets on the admission policies and

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// modules are the repository's Go modules, relative to its root (the Makefile's MODULES).
+var modules = []string{".", "discovery", "proxy", "hack/nodeagent", "test/conformance", "hack/release"}
+
+// shared are the dependencies every module that requires them must require at one version.
+var shared = regexp.MustCompile(`^\s*(?:require\s+)?(golang\.org/x/(?:net|crypto|sys|text|sync|term))\s+(v\S+)`)
+
+// TestSharedDependenciesAtOneVersion reads the require lines of every module's go.mod: a shared
+// dependency of the x/ family is required at the same version wherever it is required, so the
+// binaries and tools of one commit link one copy of it.
+func TestSharedDependenciesAtOneVersion(t *testing.T) {
+	versions := map[string]map[string]string{} // path -> version -> first module requiring it
+	for _, m := range modules {
+		f, err := os.Open(filepath.Join("..", "..", m, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if g := shared.FindStringSubmatch(sc.Text()); g != nil {
+				if versions[g[1]] == nil {
+					versions[g[1]] = map[string]string{}
+				}
+				if _, ok := versions[g[1]][g[2]]; !ok {
+					versions[g[1]][g[2]] = m
+				}
+			}
+		}
+		_ = f.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(versions) == 0 {
+		t.Fatal("no module requires any x/ dependency: the go.mod files were not read")
+	}
+	for path, vs := range versions {
+		if len(vs) > 1 {
+			t.Errorf("%s is required at %d versions: %v (version: first module); align them with go get in each module", path, len(vs), vs)
+		}
+	}
+}
