@@ -16,10 +16,12 @@ import (
 // final returns the response of the parsed final head, its body framed as the head says. A
 // response without a body gives its connection back at once.
 func (c *conn) final(req *http.Request, p *pump) *http.Response {
-	resp := c.newResponse(req)
+	rb := &responseBody{}
+	resp, b := &rb.resp, &rb.body
+	c.newResponse(resp, req)
 	r := &c.resp
 	_, _ = c.br.Discard(r.HeadLen)
-	b := &body{c: c, p: p, resp: resp, framing: r.Framing, remain: r.ContentLength, keepAlive: r.KeepAlive}
+	*b = body{c: c, p: p, resp: resp, framing: r.Framing, remain: r.ContentLength, keepAlive: r.KeepAlive}
 	switch {
 	case r.Framing == http1.FramingNone, r.Framing == http1.FramingLength && r.ContentLength == 0:
 		resp.Body = http.NoBody
@@ -30,6 +32,12 @@ func (c *conn) final(req *http.Request, p *pump) *http.Response {
 	}
 	resp.Body = b
 	return resp
+}
+
+// responseBody is a response and its body, allocated together.
+type responseBody struct {
+	resp http.Response
+	body body
 }
 
 // body is a response body read from its connection. Once read to its end, with nothing left
@@ -165,7 +173,8 @@ func (b *body) release(complete bool) {
 // switched returns the 101 response to an upgrade: its body is the connection, read and
 // written both ways, and no longer bound to the request's context (the tunnel outlives it).
 func (c *conn) switched(req *http.Request, p *pump) (*http.Response, error) {
-	resp := c.newResponse(req)
+	resp := &http.Response{}
+	c.newResponse(resp, req)
 	_, _ = c.br.Discard(c.resp.HeadLen)
 	p.finish()
 	if !c.unwatch() {

@@ -254,3 +254,40 @@ func TestStaleIdleConnectionIsNotUsed(t *testing.T) {
 		t.Errorf("%d connections, want 3", n)
 	}
 }
+
+// Tests that a response reads as net/http's ReadResponse reads it: status text, version,
+// fields in order with duplicates, length, coding, close and announced trailers, for heads
+// shorter and longer than the read buffer.
+func TestResponseMatchesNetHTTP(t *testing.T) {
+	t.Parallel()
+	long := "X-Long: " + strings.Repeat("l", 5000) + "\r\n"
+	raws := []string{
+		"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nset-cookie: b=2\r\nX-Empty:\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 404\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.0 200 Fine\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-A, x-b\r\n\r\n0\r\nX-A: 1\r\n\r\n",
+		"HTTP/1.1 200 OK\r\n" + long + "A: 1\r\nA: 2\r\nContent-Length: 0\r\n\r\n",
+	}
+	for i, raw := range raws {
+		be := newRawBackend(t, serveEach(func(*http.Request) string { return raw }))
+		tr := newTransport(t, Options{Address: be.addr(), BufferSize: 4096})
+		ours, err := tr.RoundTrip(mustRequest(t, http.MethodGet, "http://x/", nil))
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		_, _ = io.ReadAll(ours.Body)
+		_ = ours.Body.Close()
+		theirs, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), &http.Request{Method: http.MethodGet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(theirs.Body)
+		_ = theirs.Body.Close()
+		got := fmt.Sprintf("%q %q %d %v %d %v %v %v", ours.Status, ours.Proto, ours.ProtoMinor, ours.Header, ours.ContentLength, ours.TransferEncoding, ours.Close, ours.Trailer)
+		want := fmt.Sprintf("%q %q %d %v %d %v %v %v", theirs.Status, theirs.Proto, theirs.ProtoMinor, theirs.Header, theirs.ContentLength, theirs.TransferEncoding, theirs.Close, theirs.Trailer)
+		if got != want {
+			t.Errorf("response %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}

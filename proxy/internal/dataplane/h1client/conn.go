@@ -28,6 +28,14 @@ type conn struct {
 	wbuf []byte
 	keys []string
 	resp http1.Response
+	// head is the buffer the last head was parsed from, which resp's fields point into.
+	head []byte
+	// iov and bufs carry the request's head and inline body to one writev.
+	iov  [2][]byte
+	bufs net.Buffers
+	// onCancel is the watch's callback, made once.
+	onCancel func()
+	peeker
 	// reused says the connection carried an exchange before the one it carries.
 	reused bool
 	// long says the last head was longer than br, which now reads the bytes after it before
@@ -74,10 +82,16 @@ func (t *Transport) dial(ctx context.Context) (*conn, error) {
 // connection fails at once, with no goroutine waiting for it.
 func (c *conn) watch(ctx context.Context) {
 	c.cancelled.Store(false)
-	c.stop = context.AfterFunc(ctx, func() {
-		c.cancelled.Store(true)
-		_ = c.nc.SetDeadline(aLongTimeAgo)
-	})
+	if c.onCancel == nil {
+		c.onCancel = c.cancel
+	}
+	c.stop = context.AfterFunc(ctx, c.onCancel)
+}
+
+// cancel fails every read and write of the connection from now on.
+func (c *conn) cancel() {
+	c.cancelled.Store(true)
+	_ = c.nc.SetDeadline(aLongTimeAgo)
 }
 
 // unwatch disarms the watch; it reports false when the context ended first, and the

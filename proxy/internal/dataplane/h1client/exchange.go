@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -150,11 +150,14 @@ func closeBody(req *http.Request) {
 // roundTrip runs one exchange on c. On error the caller closes c.
 func (c *conn) roundTrip(ctx context.Context, req *http.Request, trace *httptrace.ClientTrace, f framing, body io.Reader, head, inline []byte) (*http.Response, error) {
 	c.watch(ctx)
-	bufs := net.Buffers{head}
+	c.iov[0], c.iov[1] = head, inline
+	c.bufs = c.iov[:1]
 	if len(inline) > 0 {
-		bufs = append(bufs, inline)
+		c.bufs = c.iov[:2]
 	}
-	if n, err := bufs.WriteTo(c.nc); err != nil {
+	n, err := c.bufs.WriteTo(c.nc)
+	c.iov[0], c.iov[1] = nil, nil
+	if err != nil {
 		c.unwatch()
 		if n == 0 {
 			return nil, fmt.Errorf("%w: %w", errNothingWritten, err)
@@ -203,7 +206,8 @@ func (c *conn) readResponse(ctx context.Context, req *http.Request, trace *httpt
 			return nil, ErrTooManyInformational
 		}
 		if r.Status != http.StatusContinue && trace != nil && trace.Got1xxResponse != nil {
-			if err := trace.Got1xxResponse(r.Status, textproto.MIMEHeader(c.header(false))); err != nil {
+			hdr, _ := c.header(false)
+			if err := trace.Got1xxResponse(r.Status, textproto.MIMEHeader(hdr)); err != nil {
 				return nil, err
 			}
 		}
@@ -226,6 +230,7 @@ func (c *conn) readHead(ctx context.Context, head bool, p *pump, first bool) err
 		buf, _ := c.br.Peek(c.br.Buffered())
 		if len(buf) > 0 {
 			err := http1.ParseResponse(buf, head, &c.resp, &c.t.limits)
+			c.head = buf
 			if !errors.Is(err, http1.ErrIncomplete) {
 				if err != nil {
 					return fmt.Errorf("h1client: response from %s: %w", o.Address, err)
@@ -279,6 +284,7 @@ func (c *conn) readLongHead(head bool) error {
 		big = append(big, b...)
 		_, _ = c.br.Discard(n)
 		err := http1.ParseResponse(big, head, &c.resp, &c.t.limits)
+		c.head = big
 		switch {
 		case err == nil:
 			// The head stays in big, where the fields point; the new reader gives it again,
@@ -301,14 +307,23 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// header converts the parsed head to an http.Header as net/http's ReadResponse gives it: the
-// framing fields it moves to Response fields are left out (Transfer-Encoding; Content-Length
-// and Trailer of a chunked body; Connection listing close in HTTP/1.1).
-func (c *conn) header(final bool) http.Header {
+// header converts the parsed head to an http.Header as net/http's ReadResponse gives it, and
+// returns its status text ("200 OK"). The head is copied into one string, which the names and
+// values are substrings of. In a final head, the framing fields net/http moves to Response
+// fields are left out (Transfer-Encoding; Content-Length and Trailer of a chunked body;
+// Connection listing close in HTTP/1.1).
+func (c *conn) header(final bool) (http.Header, string) {
 	r := &c.resp
+	s := string(c.head[:r.HeadLen])
+	// A field is a slice of c.head up to its end: its offset is what its capacity lacks.
+	at := func(b []byte) string {
+		o := cap(c.head) - cap(b)
+		return s[o : o+len(b)]
+	}
 	h := make(http.Header, len(r.Fields))
-	for _, f := range r.Fields {
-		k := textproto.CanonicalMIMEHeaderKey(string(f.Name))
+	values := make([]string, len(r.Fields))
+	for i, f := range r.Fields {
+		k := textproto.CanonicalMIMEHeaderKey(at(f.Name))
 		if final {
 			switch {
 			case k == "Transfer-Encoding",
@@ -317,9 +332,18 @@ func (c *conn) header(final bool) http.Header {
 				continue
 			}
 		}
-		h[k] = append(h[k], string(f.Value))
+		if vv, ok := h[k]; ok {
+			h[k] = append(vv, at(f.Value))
+			continue
+		}
+		values[i] = at(f.Value)
+		h[k] = values[i : i+1 : i+1]
 	}
-	return h
+	status := s[len("HTTP/1.1 "):]
+	if i := strings.IndexByte(status, '\r'); i >= 0 {
+		status = status[:i]
+	}
+	return h, status
 }
 
 func listsClose(v []byte) bool {
@@ -331,28 +355,34 @@ func listsClose(v []byte) bool {
 	return false
 }
 
-// newResponse builds the http.Response of the parsed final head, without its body.
-func (c *conn) newResponse(req *http.Request) *http.Response {
+// newResponse fills resp with the parsed final head, without its body.
+func (c *conn) newResponse(resp *http.Response, req *http.Request) {
 	r := &c.resp
-	resp := &http.Response{
-		Status:        strconv.Itoa(r.Status) + " " + string(r.Reason),
+	hdr, status := c.header(true)
+	*resp = http.Response{
+		Status:        status,
 		StatusCode:    r.Status,
-		Proto:         "HTTP/1." + strconv.Itoa(r.Minor),
+		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    r.Minor,
-		Header:        c.header(true),
+		Header:        hdr,
 		ContentLength: r.ContentLength,
 		Close:         !r.KeepAlive,
 		Request:       req,
 	}
+	if r.Minor == 0 {
+		resp.Proto = "HTTP/1.0"
+	}
 	if r.Chunked {
-		resp.TransferEncoding = []string{"chunked"}
+		resp.TransferEncoding = chunkedCoding
 	}
 	if r.Framing == http1.FramingChunked {
 		resp.Trailer = announcedTrailer(r)
 	}
-	return resp
 }
+
+// chunkedCoding is Response.TransferEncoding of a chunked response.
+var chunkedCoding = []string{"chunked"}
 
 // announcedTrailer returns the trailer fields a chunked response announces, with no values
 // yet, nil for none.
