@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -65,6 +66,13 @@ type conn struct {
 	closed bool
 	// kept says the connection outlives its goroutine: hijacked, or handed to H2C.
 	kept bool
+	// parked says the connection waits in the idle poller, with no goroutine; fd is its
+	// socket, idleBy the end of its idle timeout, and waking says its goroutine was started
+	// by the poller (the idle timeout runs on).
+	parked bool
+	fd     int
+	idleBy time.Time
+	waking bool
 
 	// cancel ends the context of the request being served; gone says ClientGone found its
 	// client gone.
@@ -113,6 +121,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		c.raw, _ = tcp.SyscallConn()
 		if _, isTLS := nc.(*tls.Conn); !isTLS && c.raw != nil {
 			c.rw, c.plain = tcp, true
+			_ = c.raw.Control(func(fd uintptr) { c.fd = int(fd) })
 		}
 	}
 	c.tls = tlsState(nc)
@@ -139,17 +148,30 @@ func underTCP(c net.Conn) *net.TCPConn {
 	return nil
 }
 
-// serve runs the connection's requests one after the other.
-func (c *conn) serve() {
-	defer c.end()
-	_ = c.rw.SetReadDeadline(time.Now().Add(c.srv.opts.HeaderReadTimeout))
+// serve runs the connection's requests one after the other, until the connection ends or,
+// when it reports true, parks (the goroutine must then no longer touch it).
+func (c *conn) serve() (parked bool) {
+	defer func() {
+		if !parked {
+			c.end()
+		}
+	}()
+	if c.first {
+		_ = c.rw.SetReadDeadline(time.Now().Add(c.srv.opts.HeaderReadTimeout))
+	}
 	for {
-		if c.br == nil && !c.await() {
-			return
+		if c.br == nil {
+			ok, parked := c.await()
+			if parked {
+				return true
+			}
+			if !ok {
+				return false
+			}
 		}
 		if c.first && c.srv.opts.H2C != nil && c.tls == nil {
 			if handed, ok := c.maybeH2C(); handed || !ok {
-				return
+				return false
 			}
 		}
 		if err := c.readHead(); err != nil {
@@ -157,10 +179,10 @@ func (c *conn) serve() {
 			if errors.As(err, &refused) {
 				c.refuse(refused)
 			}
-			return
+			return false
 		}
 		if !c.serveRequest() {
-			return
+			return false
 		}
 		c.first = false
 		c.forgetHead()
@@ -203,16 +225,80 @@ func (c *conn) release() {
 }
 
 // await waits for the next request's first bytes holding no buffer, and reports whether
-// they came. A connection past its first request is idle meanwhile, under IdleTimeout.
-func (c *conn) await() bool {
-	if !c.first {
-		if !c.enterIdle() {
-			return false
-		}
-		_ = c.rw.SetReadDeadline(time.Now().Add(c.srv.opts.IdleTimeout))
+// they came. A connection past its first request is idle meanwhile, under IdleTimeout; a
+// plaintext one still idle after ParkAfter parks (parked true), its goroutine to return.
+func (c *conn) await() (ok, parked bool) {
+	if c.first {
+		err := c.wait()
+		return c.leaveIdle() && err == nil, false
 	}
-	err := c.wait()
-	return c.leaveIdle() && err == nil
+	if !c.enterIdle() {
+		return false, false
+	}
+	if !c.waking {
+		c.idleBy = time.Now().Add(c.srv.opts.IdleTimeout)
+	}
+	c.waking = false
+	tryPark := c.plain && c.srv.opts.ParkAfter > 0
+	for {
+		by, parking := c.idleBy, false
+		if t := time.Now().Add(c.srv.opts.ParkAfter); tryPark && t.Before(by) {
+			by, parking = t, true
+		}
+		_ = c.rw.SetReadDeadline(by)
+		err := c.wait()
+		if parking && errors.Is(err, os.ErrDeadlineExceeded) {
+			if c.park() {
+				return false, true
+			}
+			tryPark = false
+			continue
+		}
+		return c.leaveIdle() && err == nil, false
+	}
+}
+
+// park hands the idle connection to the poller; true means the poller owns it now.
+func (c *conn) park() bool {
+	p := c.srv.poller()
+	if p == nil {
+		return false
+	}
+	c.mu.Lock()
+	if c.closed || c.srv.shutdown.Load() {
+		c.mu.Unlock()
+		return false
+	}
+	c.parked, c.waking = true, true
+	c.mu.Unlock()
+	if p.park(c) {
+		return true
+	}
+	c.mu.Lock()
+	c.parked, c.waking = false, false
+	c.mu.Unlock()
+	return false
+}
+
+// closeIfParked closes a parked connection once taken from the poller, and reports whether
+// it did (its caller then stops tracking it: it has no goroutine to).
+func (c *conn) closeIfParked() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.parked || c.closed || !c.srv.poll.take(c) {
+		return false
+	}
+	c.parked, c.closed = false, true
+	_ = c.nc.Close()
+	return true
+}
+
+// closeParked closes a connection the poller's sweep took out for its idle timeout.
+func (c *conn) closeParked() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.parked, c.closed = false, true
+	_ = c.nc.Close()
 }
 
 // wait reads the first bytes into a pooled buffer. On plaintext TCP the buffer is taken in the
@@ -260,6 +346,7 @@ func (c *conn) readAvailable(fd uintptr) bool {
 func (c *conn) enterIdle() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.parked = false
 	if c.srv.shutdown.Load() || c.closed {
 		return false
 	}
@@ -274,13 +361,19 @@ func (c *conn) leaveIdle() bool {
 	return !c.closed
 }
 
-// closeIfIdle closes the connection when it waits between requests. One serving a request
+// closeIfIdle closes the connection when it waits between requests, and reports whether it
+// closed a parked one (which has no goroutine to stop tracking it). One serving a request
 // whose client closed its side has the request cancelled, so that a drain does not wait on a
 // response nobody reads.
-func (c *conn) closeIfIdle() {
+func (c *conn) closeIfIdle() bool {
+	if c.closeIfParked() {
+		return true
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case c.parked:
+		// Woken meanwhile: its new goroutine sees the shutdown.
 	case c.idle && !c.closed:
 		c.closed = true
 		_ = c.nc.Close()
@@ -288,6 +381,7 @@ func (c *conn) closeIfIdle() {
 		c.gone = true
 		c.cancel()
 	}
+	return false
 }
 
 // readHead reads until the buffer holds a whole head, which it leaves parsed in c.head: the

@@ -16,10 +16,15 @@ import (
 // connection, or a body left unread (its rest would be read as the next request).
 func (c *conn) serveRequest() bool {
 	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
 	c.mu.Lock()
 	c.cancel = cancel
 	c.mu.Unlock()
+	defer func() {
+		cancel()
+		c.mu.Lock()
+		c.cancel = nil
+		c.mu.Unlock()
+	}()
 	req, bd, err := c.newRequest(ctx)
 	if err != nil {
 		var refused *http1.Error

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ func TestIdleMemory(t *testing.T) {
 	if n == 0 {
 		t.Skip(idleConnsEnv + " unset: the idle memory measurement runs only when asked")
 	}
-	for _, engine := range []string{"native", "nethttp"} {
+	for _, engine := range []string{"native", "native-unparked", "nethttp"} {
 		kib := idleKiB(t, engine, n)
 		t.Logf("%s: %.2f KiB per idle connection over %d connections", engine, kib, n)
 	}
@@ -125,8 +126,12 @@ func TestIdleMemoryServer(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	var wg sync.WaitGroup
 	var stop func()
-	if engine == "native" {
-		s := New(h, Options{})
+	if engine == "native" || engine == "native-unparked" {
+		opts := Options{ParkAfter: DefaultParkAfter}
+		if engine == "native-unparked" {
+			opts.ParkAfter = 0
+		}
+		s := New(h, opts)
 		wg.Go(func() {
 			for {
 				c, err := ln.Accept()
@@ -146,7 +151,14 @@ func TestIdleMemoryServer(t *testing.T) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		var ms runtime.MemStats
+		runtime.GC()
 		runtime.ReadMemStats(&ms)
+		if path := os.Getenv("H1SERVER_IDLE_HEAP"); path != "" {
+			if f, err := os.Create(path + "." + engine); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				_ = f.Close()
+			}
+		}
 		fmt.Printf("heap in use %d KiB, stacks in use %d KiB, goroutines %d\n", ms.HeapInuse>>10, ms.StackInuse>>10, runtime.NumGoroutine())
 	}
 	stop()

@@ -35,12 +35,17 @@ type Options struct {
 	Refused func(reason string)
 	// Log receives handler panics other than http.ErrAbortHandler.
 	Log logr.Logger
+	// ParkAfter, when set, hands a plaintext keep-alive connection idle this long to the idle
+	// poller: its goroutine returns, and a new one serves the connection when bytes arrive
+	// (Linux only). DefaultParkAfter is the listeners'.
+	ParkAfter time.Duration
 }
 
 // Defaults of Options.
 const (
 	DefaultHeaderReadTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
+	DefaultParkAfter         = time.Second
 )
 
 // ErrServerClosed is returned by ServeConn once the server shut down.
@@ -58,6 +63,10 @@ type Server struct {
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	shutdown atomic.Bool
+
+	pollMu sync.Mutex
+	poll   *poller
+	noPoll bool
 }
 
 // readerSize is the read buffer of a connection with bytes in flight.
@@ -100,15 +109,48 @@ func New(h http.Handler, opts Options) *Server {
 // ServeConn serves c until it closes, its client goes away or the server shuts down, and
 // closes it, unless a handler hijacked it or it went to H2C. A TLS connection's handshake is
 // the caller's, done before. It returns ErrServerClosed when the server already shut down.
+// With ParkAfter it may return while c is parked, still served by the server.
 func (s *Server) ServeConn(c net.Conn) error {
 	cn := newConn(s, c)
 	if !s.track(cn) {
 		_ = c.Close()
 		return ErrServerClosed
 	}
-	defer s.untrack(cn)
-	cn.serve()
+	s.run(cn)
 	return nil
+}
+
+// run serves c on the calling goroutine until it ends or parks.
+func (s *Server) run(c *conn) {
+	if !c.serve() {
+		s.untrack(c)
+	}
+}
+
+// poller returns the idle poller, started on first use; nil when connections do not park.
+func (s *Server) poller() *poller {
+	s.pollMu.Lock()
+	defer s.pollMu.Unlock()
+	if s.poll == nil && !s.noPoll && !s.shutdown.Load() {
+		p, err := newPoller(s)
+		if err != nil {
+			s.noPoll = true
+			return nil
+		}
+		s.poll = p
+	}
+	return s.poll
+}
+
+// stopPoller ends the idle poller's goroutine.
+func (s *Server) stopPoller() {
+	s.pollMu.Lock()
+	p := s.poll
+	s.noPoll = true
+	s.pollMu.Unlock()
+	if p != nil {
+		p.stop()
+	}
 }
 
 func (s *Server) track(c *conn) bool {
@@ -135,6 +177,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	wait := time.Millisecond
 	for {
 		if s.closeIdle() == 0 {
+			s.stopPoller()
 			return nil
 		}
 		t := time.NewTimer(wait)
@@ -154,7 +197,9 @@ func (s *Server) closeIdle() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		c.closeIfIdle()
+		if c.closeIfIdle() {
+			delete(s.conns, c)
+		}
 	}
 	return len(s.conns)
 }
@@ -163,10 +208,15 @@ func (s *Server) closeIdle() int {
 func (s *Server) Close() {
 	s.shutdown.Store(true)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for c := range s.conns {
+		if c.closeIfParked() {
+			delete(s.conns, c)
+			continue
+		}
 		_ = c.nc.Close()
 	}
+	s.mu.Unlock()
+	s.stopPoller()
 }
 
 // Open returns the number of connections served now.

@@ -50,6 +50,7 @@ func (m *Manager) newNative(l *forward.Listener, protocol router.Protocol, ln *l
 		HeaderReadTimeout: o.HeaderReadTimeout, IdleTimeout: o.IdleTimeout,
 		Limits:      http1.Limits{MaxHeaderBytes: o.MaxHeaderBytes},
 		ConnContext: forward.WithConnection, Refused: o.HeadRefused, Log: m.log,
+		ParkAfter: h1server.DefaultParkAfter,
 	}
 	if protocol == router.HTTPS {
 		n.tls = tlsConfig(m.handler, l.Port)
