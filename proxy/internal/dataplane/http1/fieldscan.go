@@ -54,10 +54,12 @@ func moreOrTooLarge(b []byte, maxBytes int) error {
 // Whitespace at its start (obs-fold) or before the colon is refused, and so are a control byte
 // but HTAB in the value and a line ending in anything but CRLF.
 func parseField(b []byte, p int, f *Field) (int, error) {
-	i := p
-	for i < len(b) && tchar[b[i]] {
-		i++
+	name, t := b[p:], &tchar
+	n := 0
+	for n < len(name) && t[name[n]] {
+		n++
 	}
+	i := p + n
 	if i == len(b) {
 		return 0, errNeedMore
 	}
