@@ -469,6 +469,23 @@ func (c *conn) writev(iov [][]byte) error {
 		c.bufs = nil
 		return err
 	}
+	// Elsewhere (TLS) the buffers are joined while they fit one record, so that the head and
+	// a small body leave in one record and one write.
+	total := 0
+	for _, b := range iov {
+		total += len(b)
+	}
+	if total <= maxJoined {
+		bp := c.srv.joined.Get().(*[]byte)
+		joined := (*bp)[:0]
+		for _, b := range iov {
+			joined = append(joined, b...)
+		}
+		_, err := c.rw.Write(joined)
+		*bp = joined[:0]
+		c.srv.joined.Put(bp)
+		return err
+	}
 	for _, b := range iov {
 		if len(b) == 0 {
 			continue
@@ -479,6 +496,10 @@ func (c *conn) writev(iov [][]byte) error {
 	}
 	return nil
 }
+
+// maxJoined is the most a write to a connection that is not plaintext TCP joins into one
+// buffer: a TLS record's payload.
+const maxJoined = 16 << 10
 
 func appendStatusLine(b []byte, minor, code int) []byte {
 	if minor >= 1 {

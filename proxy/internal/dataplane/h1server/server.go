@@ -59,6 +59,8 @@ type Server struct {
 	// writers the response write buffers.
 	readers, heads, writers sync.Pool
 	headSize                int
+	// joined holds the buffers a write that is not one writev joins its parts in.
+	joined sync.Pool
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -101,6 +103,10 @@ func New(h http.Handler, opts Options) *Server {
 	s.heads.New = func() any { return bufio.NewReaderSize(nil, s.headSize) }
 	s.writers.New = func() any {
 		b := make([]byte, 0, writerSize)
+		return &b
+	}
+	s.joined.New = func() any {
+		b := make([]byte, 0, maxJoined)
 		return &b
 	}
 	return s
