@@ -48,6 +48,11 @@ func (c *conn) serveRequest() bool {
 	}
 	done := bd == nil || bd.end()
 	w.finish(done)
+	if !done && w.err == nil {
+		// The client may still be sending the body: closing with its bytes unread would
+		// reset the connection, and could destroy the answer before the client read it.
+		c.linger()
+	}
 	return done && !w.closeAfter && w.err == nil
 }
 

@@ -102,6 +102,25 @@ func TestPipelinedBehindRefusedHead(t *testing.T) {
 	}
 }
 
+// Tests that an answer to a request whose body the handler does not read reaches a client
+// still sending that body: the server drops the rest for a moment before it closes, rather
+// than reset the connection under the answer.
+func TestAnswerBeforeBodyIsRead(t *testing.T) {
+	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+	}), Options{})
+	c := ts.dial(t)
+	write(t, c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 200000\r\n\r\n")
+	// The whole body goes out before the answer is read, as a client that does not read
+	// while it sends does.
+	write(t, c, strings.Repeat("x", 200000))
+	br := bufio.NewReader(c)
+	if resp, _ := readResponse(t, br, http.MethodPost); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", resp.StatusCode)
+	}
+}
+
 // Tests that Expect: 100-continue is answered only when the handler reads the body: a handler
 // that refuses first sends its 413 and no 100.
 func TestExpectContinue(t *testing.T) {
