@@ -70,5 +70,20 @@ func checkVersions(ctx context.Context, c buildConfig) error {
 			return fmt.Errorf("%s --version printed %q, want it to start with %q", comp.Name, stdout.String(), want)
 		}
 	}
+	return checkDefaultProxyImage(ctx, c, binaryPath(c.Out, Components[0], host))
+}
+
+// checkDefaultProxyImage reads the operator's --help: the default of --proxy-image must be the
+// proxy of this release.
+func checkDefaultProxyImage(ctx context.Context, c buildConfig, operator string) error {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, operator, "--help")
+	cmd.Env = []string{} // the defaults, not this environment's COXSWAIN_PROXY_IMAGE
+	cmd.Stderr = &stderr
+	_ = cmd.Run() // --help exits 0 or 2 depending on the flag package; the text is what counts
+	want := fmt.Sprintf("(default %q)", imageRepository(c.Registry, "coxswain-proxy")+":"+c.Version)
+	if !strings.Contains(stderr.String(), want) {
+		return fmt.Errorf("the operator's --help does not give --proxy-image %s", want)
+	}
 	return nil
 }
