@@ -72,7 +72,6 @@ type response struct {
 	iov     [8][]byte
 	ext     [192]byte
 	line    [24]byte
-	keys    [32]string
 	trailer []byte
 }
 
@@ -109,7 +108,7 @@ func (w *response) WriteHeader(code int) {
 func (w *response) informational(code int) {
 	w.take()
 	b := appendStatusLine(w.buf[:0], w.req.ProtoMinor, code)
-	b = appendHeader(b, w.header, w.keys[:0], skipFraming)
+	b = appendHeader(b, w.header, skipFraming)
 	b = append(b, crlf...)
 	w.buf = b[:0]
 	w.iov[0] = b
@@ -162,7 +161,7 @@ func (w *response) snapshot() {
 	if !w.handlerClose {
 		skip = skipConnection
 	}
-	b = appendHeader(b, hdr, w.keys[:0], skip)
+	b = appendHeader(b, hdr, skip)
 	w.buf, w.headLen = b, len(b)
 }
 
@@ -367,7 +366,7 @@ func (w *response) lastChunk() []byte {
 			t[k] = append(t[k], vv...)
 		}
 	}
-	b = appendHeader(b, t, w.keys[:0], skipNone)
+	b = appendHeader(b, t, skipNone)
 	b = append(b, crlf...)
 	w.trailer = b
 	return b
@@ -530,7 +529,9 @@ const (
 
 // appendHeader appends the fields of hdr in key order, as http.Header.Write does: keys that
 // are not tokens are left out, and CR and LF in values become spaces.
-func appendHeader(b []byte, hdr http.Header, keys []string, skip int) []byte {
+func appendHeader(b []byte, hdr http.Header, skip int) []byte {
+	var room [32]string
+	keys := room[:0]
 	for k := range hdr {
 		switch {
 		case skip != skipNone && strings.HasPrefix(k, http.TrailerPrefix):
