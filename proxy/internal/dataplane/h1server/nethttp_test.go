@@ -38,13 +38,20 @@ func serveNetHTTP(t testing.TB, h http.Handler) string {
 // the server sent back.
 func exchange(t *testing.T, addr, raw string) string {
 	t.Helper()
+	return exchangeSplit(t, addr, []byte(raw), len(raw))
+}
+
+// exchangeSplit is exchange with raw written in two writes, cut at at.
+func exchangeSplit(t *testing.T, addr string, raw []byte, at int) string {
+	t.Helper()
 	c, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	write(t, c, raw)
+	_, _ = c.Write(raw[:at])
+	_, _ = c.Write(raw[at:])
 	_ = c.(*net.TCPConn).CloseWrite()
 	b, _ := io.ReadAll(c)
 	return string(b)
