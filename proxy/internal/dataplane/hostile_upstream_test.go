@@ -148,18 +148,11 @@ func readHostile(br *bufio.Reader, method string) (seen, error) {
 	return s, err
 }
 
-// halfCloseDefect is why TestHalfClosedClientGetsNoEmptyAnswer skips where net/http serves: its
-// server takes the end of a client's sending side for the client leaving and cancels the
-// request, the handler records 499 and returns without answering, and net/http then writes
-// the implicit 200 with an empty body, which looks whole.
-const halfCloseDefect = "net/http answers a client that half-closed with an empty 200 once the handler gives up on it"
-
 // Tests that a client which half-closes its connection after a whole request (shutdown of its
 // sending side, as HTTP/1.0 tools do) gets the backend's answer or none, never an empty answer
 // that looks whole.
 func TestHalfClosedClientGetsNoEmptyAnswer(t *testing.T) {
 	t.Parallel()
-	skipOnServer(t, http1.EngineNetHTTP, halfCloseDefect)
 	app, _ := backend(t, "app")
 	proxy := routeAll(t, start(t, dataplane.Options{}), hostPort(app))
 	for _, version := range []string{"HTTP/1.1", "HTTP/1.0"} {

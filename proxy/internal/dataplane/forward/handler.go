@@ -207,12 +207,22 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
 		h.countReset(c, &x)
 	}
 	h.record(&x, status)
-	if x.abort {
-		// The response cannot be completed faithfully: reset the stream, or close the
-		// connection, so the client never takes a cut body for a whole one.
+	if x.closeConn && r.ProtoMajor == 1 {
+		// What the client still sends of a request the proxy answered without reading is
+		// drained only this long before the connection closes: long enough for the answer to
+		// reach the client before a reset could destroy it, never until the client leaves.
+		_ = x.rc.SetReadDeadline(time.Now().Add(closeLinger))
+	}
+	if x.abort || status == statusClientClosed && !x.wrote {
+		// The response cannot be completed faithfully, or the client left before any: reset
+		// the stream, or close the connection, so the client never takes a cut body for a
+		// whole one, nor the engine's implicit empty answer for the backend's.
 		panic(http.ErrAbortHandler)
 	}
 }
+
+// closeLinger bounds the drain of a request left unread on a connection its answer closes.
+const closeLinger = time.Second
 
 // answer runs the route's action and returns the status given to the client.
 func (h *Handler) answer(x *exchange) int {
