@@ -83,7 +83,31 @@ func packageChart(ctx context.Context, c buildConfig, digests map[string]string)
 		"--app-version", c.Version, "--destination", out); err != nil {
 		return "", err
 	}
-	return filepath.Join(out, ChartName+"-"+chartVersion(c.Version)+".tgz"), nil
+	pkg := filepath.Join(out, ChartName+"-"+chartVersion(c.Version)+".tgz")
+	return pkg, checkChartPinned(ctx, c, pkg, digests)
+}
+
+// checkChartPinned renders the packaged chart in each CA mode and checks, as for install.yaml,
+// that every image of ours it names is the release's, pinned by digest.
+func checkChartPinned(ctx context.Context, c buildConfig, pkg string, digests map[string]string) error {
+	refs := map[string]string{}
+	for comp, d := range digests {
+		refs[comp] = imageRepository(c.Registry, comp) + ":" + c.Version + "@" + d
+	}
+	for _, values := range [][]string{nil, {"discovery.ca.mode=external", "discovery.ca.certManager.enabled=true"}} {
+		args := []string{"template", ChartName, pkg, "--namespace", "coxswain-system", "--kube-version", "1.36.0"}
+		for _, v := range values {
+			args = append(args, "--set", v)
+		}
+		out, err := runTool(ctx, filepath.Dir(pkg), c.Helm, args...)
+		if err != nil {
+			return err
+		}
+		if err := checkPinned(out, refs); err != nil {
+			return fmt.Errorf("the packaged chart (values %v): %w", values, err)
+		}
+	}
+	return nil
 }
 
 // chartRef is the OCI reference the chart is pushed as (what helm push would name it).

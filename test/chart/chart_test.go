@@ -108,14 +108,24 @@ func TestChartCertManagerMode(t *testing.T) {
 	}
 }
 
-// TestChartRefusesInconsistentValues tries the values the chart must refuse.
+// TestChartRefusesInconsistentValues tries the values the chart must refuse: its schema
+// (values.schema.json) refuses unknown keys, wrong types and malformed values, its templates
+// the combinations that make no sense.
 func TestChartRefusesInconsistentValues(t *testing.T) {
 	for _, tc := range []struct {
 		values []string
 		want   string
 	}{
-		{[]string{"discovery.ca.mode=manual"}, "discovery.ca.mode is auto or external"},
+		{[]string{"discovery.ca.mode=manual"}, "at '/discovery/ca/mode'"},
 		{[]string{"discovery.ca.certManager.enabled=true"}, "needs discovery.ca.mode=external"},
+		{[]string{"discovery.ca.mod=external"}, "additional properties 'mod' not allowed"},
+		{[]string{"discovery.port=0"}, "at '/discovery/port'"},
+		{[]string{"discovery.bootstrapPort=http"}, "at '/discovery/bootstrapPort'"},
+		{[]string{"discovery.svidTtl=1day"}, "at '/discovery/svidTtl'"},
+		{[]string{"image.digest=latest"}, "at '/image/digest'"},
+		{[]string{"proxy.image.digest=sha256:abc"}, "at '/proxy/image/digest'"},
+		{[]string{"admissionPolicy.extraProxyImages={a'b}"}, "at '/admissionPolicy/extraProxyImages/0'"},
+		{[]string{"controller.replicas=-1"}, "at '/controller/replicas'"},
 	} {
 		_, stderr, err := runHelm(t, templateArgs(tc.values)...)
 		if err == nil || !strings.Contains(stderr, tc.want) {
