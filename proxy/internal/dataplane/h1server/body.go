@@ -143,5 +143,7 @@ func (c *conn) writeContinue(w *response) {
 	if w.wroteHeader || w.hijacked {
 		return
 	}
+	// The write deadline may be a past response's, long expired.
+	_ = c.rw.SetWriteDeadline(time.Now().Add(c.srv.opts.HeaderReadTimeout))
 	_, _ = io.WriteString(c.rw, "HTTP/1.1 100 Continue\r\n\r\n")
 }

@@ -162,6 +162,37 @@ func TestExpectContinue(t *testing.T) {
 	})
 }
 
+// Tests that the 100 Continue of a request goes out whatever write deadline an earlier
+// response of the connection left behind.
+func TestExpectContinueAfterStaleDeadline(t *testing.T) {
+	stale := time.Now().Add(100 * time.Millisecond)
+	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			_ = http.NewResponseController(w).SetWriteDeadline(stale)
+			_, _ = io.WriteString(w, "first")
+			return
+		}
+		// As the proxy's handler does, the body is read before the write deadline moves.
+		b, _ := io.ReadAll(r.Body)
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, _ = w.Write(b)
+	}), Options{})
+	c := ts.dial(t)
+	br := bufio.NewReader(c)
+	write(t, c, "GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
+	readResponse(t, br, http.MethodGet)
+	poll(t, "the first response's write deadline passes", func() bool { return time.Now().After(stale) })
+	write(t, c, "POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "HTTP/1.1 100 Continue\r\n" {
+		t.Fatalf("first line %q (%v), want a 100 Continue", line, err)
+	}
+	_, _ = br.ReadString('\n')
+	write(t, c, "ok")
+	if resp, body := readResponse(t, br, http.MethodPost); resp.StatusCode != http.StatusOK || body != "ok" {
+		t.Fatalf("status %d body %q", resp.StatusCode, body)
+	}
+}
+
 // Tests HTTP/1.0 persistence: closed after the response without keep-alive, kept with it.
 func TestHTTP10(t *testing.T) {
 	ts := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
