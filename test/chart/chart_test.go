@@ -455,12 +455,19 @@ func templateArgs(values []string) []string {
 
 func runHelm(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return runHelmEnv(t, nil, args...)
+}
+
+// runHelmEnv runs the pinned helm with env added to the test's environment.
+func runHelmEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	if len(args) > 2 && args[0] == "template" && args[2] == "" {
 		args[2] = chartDir(t)
 	}
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(t.Context(), tool(t, "HELM", "helm-*"), args...) //nolint:gosec // the pinned tool
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Env = append(os.Environ(), env...)
 	err = cmd.Run()
 	return out.String(), errb.String(), err
 }
