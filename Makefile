@@ -222,8 +222,8 @@ helm-lint: helm ## Lint the Helm chart (charts/coxswain) with the pinned helm.
 	$(HELM) lint --strict charts/coxswain
 
 .PHONY: test-chart
-test-chart: kustomize helm ## Render the chart and each kustomize variant and compare their objects; helm lint.
-	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test -count=1 ./test/chart/
+test-chart: kustomize helm k8s-assets ## Render the chart and each kustomize variant and compare their objects; helm lint; helm install, upgrade and uninstall on a real API server.
+	KUBEBUILDER_ASSETS="$(LOCALBIN)/k8s" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" go test -count=1 ./test/chart/
 
 .PHONY: govulncheck
 govulncheck: $(GOVULNCHECK) ## Report the vulnerabilities every module calls (needs vuln.go.dev).
