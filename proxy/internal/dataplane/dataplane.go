@@ -60,6 +60,11 @@ type DataPlane struct {
 
 // New returns a data plane that serves nothing until the first Apply.
 func New(log logr.Logger, opts Options) (*DataPlane, error) {
+	if opts.Listener.MaxHeaderCount == 0 && opts.Forward.MaxHeaderCount > 0 {
+		// One limit, --max-header-count: the native codec refuses where the handler does. The
+		// handler counts the fields but Host, which the codec counts.
+		opts.Listener.MaxHeaderCount = opts.Forward.MaxHeaderCount + 1
+	}
 	if opts.HTTP1Engine != "" {
 		opts.Listener.Engine, opts.Upstream.Engine = opts.HTTP1Engine, opts.HTTP1Engine
 	}

@@ -401,6 +401,10 @@ func TestLimitsAtTheirBoundaries(t *testing.T) {
 			{"count at the limit", fieldsOf(20, 900), ok, nil},
 			{"count one over", fieldsOf(21, 900), refused(431), nil},
 		}},
+		{"a field count above the codec's own default", dataplane.Options{Forward: forward.Options{MaxHeaderCount: 150}}, []codecCase{
+			{"count at the limit", fieldsOf(150, 3000), ok, nil},
+			{"count one over", fieldsOf(151, 3000), refused(431), nil},
+		}},
 		{"the request line at the native parser", dataplane.Options{}, []codecCase{
 			{"a line of 8 KiB", lineOf(8 << 10), okLine, nil},
 			{"a line one byte over", lineOf(8<<10 + 1), refused(414), &overLine},

@@ -51,9 +51,16 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.closing.Load() {
 		return 0, http.ErrBodyReadAfterClose
 	}
+	if testHookBeforeLock != nil {
+		testHookBeforeLock()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
+	case b.closing.Load():
+		// end ran between the check above and the lock: the connection's reader may be back
+		// in its pool, another connection's already.
+		return 0, http.ErrBodyReadAfterClose
 	case b.eof:
 		return 0, io.EOF
 	case b.err != nil:
@@ -116,6 +123,10 @@ func (b *body) mergeTrailers() {
 		b.req.Trailer[k] = vv
 	}
 }
+
+// testHookBeforeLock, set by tests only, runs in Read between its first check of closing and
+// its lock.
+var testHookBeforeLock func()
 
 // Close is the handler's: the server ends the body itself once the handler returned.
 func (b *body) Close() error { return nil }

@@ -32,6 +32,9 @@ type Options struct {
 	// MaxHeaderBytes bounds a request's header, on HTTP/2 as the header list size the proxy
 	// advertises; 32 KiB when zero.
 	MaxHeaderBytes int
+	// MaxHeaderCount bounds the fields of a request head the native engine parses; 431 beyond
+	// it. The codec's default when zero.
+	MaxHeaderCount int
 	// MaxConnections bounds the open downstream connections of the proxy, all ports together;
 	// connections beyond it are closed on accept. 16384 when zero.
 	MaxConnections int

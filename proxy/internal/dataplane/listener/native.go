@@ -48,7 +48,7 @@ func (m *Manager) newNative(l *forward.Listener, protocol router.Protocol, ln *l
 	n.h2.TLSConfig = nil
 	opts := h1server.Options{
 		HeaderReadTimeout: o.HeaderReadTimeout, IdleTimeout: o.IdleTimeout,
-		Limits:      http1.Limits{MaxHeaderBytes: o.MaxHeaderBytes},
+		Limits:      http1.Limits{MaxHeaderBytes: o.MaxHeaderBytes, MaxHeaderCount: o.MaxHeaderCount},
 		ConnContext: forward.WithConnection, Refused: o.HeadRefused, Log: m.log,
 		ParkAfter: h1server.DefaultParkAfter,
 	}
