@@ -16,7 +16,7 @@ const (
 	// EngineNative is this package's codec, with the native server and upstream client.
 	EngineNative Engine = wellknown.HTTP1EngineNative
 	// DefaultEngine is the engine of a proxy that does not name one.
-	DefaultEngine = EngineNetHTTP
+	DefaultEngine = EngineNative
 )
 
 // Engines lists the engines in the order the flag's help shows them.
