@@ -140,9 +140,13 @@ bench-control-plane: k8s-assets ## Benchmark the control plane: rebuild per rout
 ##@ Build
 
 .PHONY: build
+# Static binaries built as the release builds them (hack/release), so that a release, the local
+# cluster and this target compile every package once between them.
+BUILD_FLAGS := -trimpath
+
 build: ## Build the operator and the proxy into bin/.
-	go build -o $(LOCALBIN)/coxswain .
-	cd proxy && go build -o $(LOCALBIN)/coxswain-proxy .
+	CGO_ENABLED=0 go build $(BUILD_FLAGS) -o $(LOCALBIN)/coxswain .
+	cd proxy && CGO_ENABLED=0 go build $(BUILD_FLAGS) -o $(LOCALBIN)/coxswain-proxy .
 	cd discovery && go build ./...
 
 .PHONY: run

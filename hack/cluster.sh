@@ -42,8 +42,9 @@ build() {
 	kustomize="${root}/bin/kustomize-$(awk '$1 == "KUSTOMIZE_VERSION" { print $3 }' Makefile)"
 	mkdir -p "${state}/bin"
 	export CGO_ENABLED=0
-	go build -o bin/coxswain .
-	(cd proxy && go build -o ../bin/coxswain-proxy .)
+	# -trimpath as make build and make release build them: one compile of every package.
+	go build -trimpath -o bin/coxswain .
+	(cd proxy && go build -trimpath -o ../bin/coxswain-proxy .)
 	(cd hack/nodeagent && go build -o "${state}/bin/nodeagent" . &&
 		go build -o "${state}/bin/cluster" ./cmd/cluster &&
 		go build -o "${state}/bin/echo" ./cmd/echo)
