@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
@@ -88,6 +89,13 @@ func (x *exchange) relay(resp *http.Response, b *router.Backend, cancel context.
 // flushed chunk by chunk, as it arrives. A backend failure mid-body aborts the client's response, so that it
 // is never taken for a complete one.
 func (x *exchange) copyResponse(resp *http.Response, cancel context.CancelCauseFunc) error {
+	if resp.ContentLength >= spliceMin && len(resp.Trailer) == 0 {
+		src, srcOK := resp.Body.(io.WriterTo)
+		dst, dstOK := x.w.(io.ReaderFrom)
+		if srcOK && dstOK {
+			return x.spliceResponse(src, dst, cancel)
+		}
+	}
 	bp := x.h.buffer()
 	defer x.h.release(bp)
 	buf := *bp
@@ -124,4 +132,59 @@ func (x *exchange) copyResponse(resp *http.Response, cancel context.CancelCauseF
 			return rerr
 		}
 	}
+}
+
+// spliceMin is the smallest body of a declared length that the engine moves itself.
+const spliceMin = 64 << 10
+
+// spliceResponse hands a large body of a declared length to the engine: the native client's
+// body gives its connection, in slices, to the native server's ReadFrom, which the kernel
+// moves (splice) where both sides are plain TCP. Each slice re-arms BackendIdleTimeout and the
+// client's SendTimeout, as each chunk of copyResponse does; a failure aborts the response as
+// there.
+func (x *exchange) spliceResponse(src io.WriterTo, dst io.ReaderFrom, cancel context.CancelCauseFunc) error {
+	timeout := x.h.opts.BackendIdleTimeout
+	var idle atomic.Bool
+	timer := time.AfterFunc(timeout, func() {
+		idle.Store(true)
+		cancel(errBackendIdle)
+	})
+	defer timer.Stop()
+	n, err := src.WriteTo(&sliceWriter{x: x, dst: dst, timer: timer, timeout: timeout})
+	x.bytes += n
+	switch {
+	case err == nil:
+		return nil
+	case idle.Load():
+		x.reason = reasonUpstreamBody
+		x.abort = true
+	case x.r.Context().Err() != nil:
+		x.reason = reasonClientClosed
+	case isTimeout(err):
+		x.reason = reasonSendTimeout
+	default:
+		x.reason = reasonUpstreamBody
+		x.abort = true
+	}
+	return err
+}
+
+// sliceWriter is the client's side of spliceResponse: every slice moved re-arms the timeouts.
+type sliceWriter struct {
+	x       *exchange
+	dst     io.ReaderFrom
+	timer   *time.Timer
+	timeout time.Duration
+}
+
+func (s *sliceWriter) ReadFrom(r io.Reader) (int64, error) {
+	s.timer.Reset(s.timeout)
+	s.x.extendSend()
+	return s.dst.ReadFrom(r)
+}
+
+func (s *sliceWriter) Write(p []byte) (int, error) {
+	s.timer.Reset(s.timeout)
+	s.x.extendSend()
+	return s.x.w.Write(p)
 }

@@ -205,12 +205,15 @@ func (u *upgraded) CloseWrite() error {
 	return u.Close()
 }
 
-// spliceSlice is the most WriteTo hands to the writer at once.
-const spliceSlice = 1 << 20
+// spliceSlice is the most WriteTo hands to the writer at once: the writer re-arms its idle
+// and send timeouts between slices, so a slice is what the kernel moves between two of them
+// (a backend or client slower than a slice per timeout is given up, as one slower than a
+// 32 KiB chunk per timeout is when copied).
+const spliceSlice = 64 << 10
 
 // WriteTo moves the rest of the body to w, which io.Copy(w, body) calls. For a Content-Length
 // body over plain TCP it writes the bytes already read from the connection, then gives w the
-// connection itself as the source, in slices of 1 MiB: a writer whose ReadFrom is a
+// connection itself as the source, in slices of 64 KiB: a writer whose ReadFrom is a
 // *net.TCPConn's (directly or by delegating to one) then moves them with splice(2), never
 // through user space. Any other body is copied through a buffer. The connection is reused as
 // after Read.
