@@ -58,9 +58,17 @@ func TestProxyIdleMemory(t *testing.T) {
 func proxyIdleKiB(t *testing.T, engine, backend string, n int) (float64, string) {
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestProxyIdleMemoryServer$")
 	cmd.Env = append(os.Environ(), proxyIdleServeEnv+"="+engine+","+backend)
+	cmd.Stderr = os.Stderr
+	return measureIdle(t, cmd, "x", n, 32)
+}
+
+// measureIdle starts cmd, a child serving on the address it prints first, opens n
+// connections to it (par at a time) each making one request for host, and returns the growth
+// of the child's resident set per connection 10 s after the last one opened, with the line
+// the child prints about its heap when asked.
+func measureIdle(t *testing.T, cmd *exec.Cmd, host string, n, par int) (float64, string) {
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +85,7 @@ func proxyIdleKiB(t *testing.T, engine, backend string, n int) (float64, string)
 	base := rss(t, cmd.Process.Pid)
 	conns := make([]net.Conn, n)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 32)
+	sem := make(chan struct{}, par)
 	for i := range conns {
 		sem <- struct{}{}
 		wg.Go(func() {
@@ -88,7 +96,7 @@ func proxyIdleKiB(t *testing.T, engine, backend string, n int) (float64, string)
 				return
 			}
 			conns[i] = c
-			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				t.Error(err)

@@ -1,4 +1,4 @@
-package h1server
+package h1server_test
 
 import (
 	"bufio"
@@ -12,10 +12,11 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/h1server"
 )
 
 // The idle memory measurement runs only when asked, as it opens thousands of connections:
@@ -43,73 +44,9 @@ func TestIdleMemory(t *testing.T) {
 func idleKiB(t *testing.T, engine string, n int) float64 {
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestIdleMemoryServer$")
 	cmd.Env = append(os.Environ(), idleServeEnv+"="+engine)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	}()
-	out := bufio.NewReader(stdout)
-	line, err := out.ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := strings.TrimSpace(line)
-	base := rssKiB(t, cmd.Process.Pid)
-	conns := make([]net.Conn, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for i := range conns {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			c, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", addr)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			conns[i] = c
-			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-		})
-	}
-	wg.Wait()
-	time.Sleep(10 * time.Second) // the measurement's own delay, not a synchronisation
-	grown := rssKiB(t, cmd.Process.Pid) - base
-	_, _ = io.WriteString(stdin, "stats\n")
-	if stats, err := out.ReadString('\n'); err == nil {
-		t.Logf("%s: %s", engine, strings.TrimSpace(stats))
-	}
-	for _, c := range conns {
-		if c != nil {
-			_ = c.Close()
-		}
-	}
-	return float64(grown) / float64(n)
-}
-
-func rssKiB(t *testing.T, pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for l := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kib, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return kib
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
+	kib, stats := measureIdle(t, cmd, "a", n, 64)
+	t.Logf("%s: %s", engine, stats)
+	return kib
 }
 
 // TestIdleMemoryServer is the child of TestIdleMemory: it serves with the server idleServeEnv
@@ -127,11 +64,11 @@ func TestIdleMemoryServer(t *testing.T) {
 	var wg sync.WaitGroup
 	var stop func()
 	if engine == "native" || engine == "native-unparked" {
-		opts := Options{ParkAfter: DefaultParkAfter}
+		opts := h1server.Options{ParkAfter: h1server.DefaultParkAfter}
 		if engine == "native-unparked" {
 			opts.ParkAfter = 0
 		}
-		s := New(h, opts)
+		s := h1server.New(h, opts)
 		wg.Go(func() {
 			for {
 				c, err := ln.Accept()
