@@ -25,7 +25,7 @@ func (b *builder) attach(r *HTTPRoute, p *Parent) {
 		return
 	}
 	hosts := routeHostnames(r)
-	attachments := make(map[*Listener][]string, len(allowed))
+	attachments := make(map[*Listener][]AttachedHostname, len(allowed))
 	for _, l := range allowed {
 		if both := IntersectHostnames(l.Hostname, hosts); len(both) > 0 {
 			attachments[l] = both
@@ -103,7 +103,7 @@ func routeHostnames(r *HTTPRoute) []string {
 }
 
 // addRoute attaches a route; a route reaching the listener through two parentRefs counts once.
-func (l *Listener) addRoute(r *HTTPRoute, hostnames []string) {
+func (l *Listener) addRoute(r *HTTPRoute, hostnames []AttachedHostname) {
 	if n := len(l.Routes); n > 0 && l.Routes[n-1].Route == r {
 		return
 	}

@@ -40,21 +40,37 @@ func IntersectHostname(listener, route string) (string, bool) {
 	return "", false
 }
 
-// IntersectHostnames returns the hostnames a route answers to on a listener, sorted and
-// deduplicated: the listener's hostname when the route has none, otherwise every non-empty
-// intersection. It returns nil when no route hostname intersects the listener's.
-func IntersectHostnames(listener string, route []string) []string {
+// AttachedHostname is one hostname a route answers to on a listener.
+type AttachedHostname struct {
+	// Hostname is the listener's and the route's hostname intersected: the hostname requests
+	// are matched against.
+	Hostname string
+	// Route is the route's own hostname that gives Hostname, the most specific one when several
+	// do; empty when the route has no hostnames. Routes whose intersections are the same take
+	// precedence by it (GatewayRouteHostnameIntersectionPrecedence): on a listener for
+	// "abc.example.com", a route for "abc.example.com" comes before one for "*.example.com".
+	Route string
+}
+
+// IntersectHostnames returns the hostnames a route answers to on a listener, sorted by
+// Hostname, one per Hostname: the listener's hostname when the route has none, otherwise every
+// non-empty intersection. It returns nil when no route hostname intersects the listener's.
+func IntersectHostnames(listener string, route []string) []AttachedHostname {
 	if len(route) == 0 {
-		return []string{listener}
+		return []AttachedHostname{{Hostname: listener}}
 	}
-	var out []string
+	var out []AttachedHostname
 	for _, h := range route {
 		if both, ok := IntersectHostname(listener, h); ok {
-			out = append(out, both)
+			out = append(out, AttachedHostname{Hostname: both, Route: h})
 		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	// Sorting by Hostname, then by the most specific Route, keeps the most specific origin of
+	// each intersection first for Compact.
+	slices.SortFunc(out, func(a, b AttachedHostname) int {
+		return cmp.Or(strings.Compare(a.Hostname, b.Hostname), CompareHostnameSpecificity(a.Route, b.Route))
+	})
+	return slices.CompactFunc(out, func(a, b AttachedHostname) bool { return a.Hostname == b.Hostname })
 }
 
 // CompareHostnameSpecificity orders hostnames from the most to the least specific, the order in

@@ -40,22 +40,26 @@ func TestHostnameMatches(t *testing.T) {
 
 func TestIntersectHostnames(t *testing.T) {
 	t.Parallel()
+	type ah = AttachedHostname
 	tests := []struct {
 		name     string
 		listener string
 		route    []string
-		want     []string
+		want     []AttachedHostname
 	}{
-		{"a route without hostnames takes the listener's", "*.example.com", nil, []string{"*.example.com"}},
-		{"neither side has hostnames", "", nil, []string{""}},
-		{"a listener without hostname takes the route's", "", []string{"b.example.com", "a.example.com"}, []string{"a.example.com", "b.example.com"}},
-		{"an exact route hostname inside a wildcard listener", "*.example.com", []string{"a.example.com"}, []string{"a.example.com"}},
-		{"a wildcard route hostname narrows to an exact listener", "a.example.com", []string{"*.example.com"}, []string{"a.example.com"}},
-		{"the narrower of two wildcards wins", "*.example.com", []string{"*.a.example.com"}, []string{"*.a.example.com"}},
-		{"the narrower of two wildcards wins the other way", "*.a.example.com", []string{"*.example.com"}, []string{"*.a.example.com"}},
-		{"disjoint hostnames are dropped", "*.example.com", []string{"example.com", "a.example.org", "b.example.com"}, []string{"b.example.com"}},
+		{"a route without hostnames takes the listener's", "*.example.com", nil, []ah{{Hostname: "*.example.com"}}},
+		{"neither side has hostnames", "", nil, []ah{{Hostname: ""}}},
+		{"a listener without hostname takes the route's", "", []string{"b.example.com", "a.example.com"}, []ah{{"a.example.com", "a.example.com"}, {"b.example.com", "b.example.com"}}},
+		{"an exact route hostname inside a wildcard listener", "*.example.com", []string{"a.example.com"}, []ah{{"a.example.com", "a.example.com"}}},
+		{"a wildcard route hostname narrows to an exact listener", "a.example.com", []string{"*.example.com"}, []ah{{"a.example.com", "*.example.com"}}},
+		{"the narrower of two wildcards wins", "*.example.com", []string{"*.a.example.com"}, []ah{{"*.a.example.com", "*.a.example.com"}}},
+		{"the narrower of two wildcards wins the other way", "*.a.example.com", []string{"*.example.com"}, []ah{{"*.a.example.com", "*.example.com"}}},
+		{"disjoint hostnames are dropped", "*.example.com", []string{"example.com", "a.example.org", "b.example.com"}, []ah{{"b.example.com", "b.example.com"}}},
 		{"no intersection gives nothing", "a.example.com", []string{"b.example.com"}, nil},
-		{"duplicates collapse", "a.example.com", []string{"*.example.com", "a.example.com"}, []string{"a.example.com"}},
+		{"duplicates collapse to the exact route hostname", "a.example.com", []string{"*.example.com", "a.example.com"}, []ah{{"a.example.com", "a.example.com"}}},
+		{"duplicates collapse to the exact route hostname whatever the order", "a.example.com", []string{"a.example.com", "*.com", "*.example.com"}, []ah{{"a.example.com", "a.example.com"}}},
+		{"duplicates collapse to the narrowest wildcard", "*.a.example.com", []string{"*.com", "*.example.com", "*.a.example.com"}, []ah{{"*.a.example.com", "*.a.example.com"}}},
+		{"wider wildcards collapse to the narrower of them", "a.example.com", []string{"*.com", "*.example.com"}, []ah{{"a.example.com", "*.example.com"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

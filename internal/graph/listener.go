@@ -48,7 +48,7 @@ type Listener struct {
 // Attachment is a route attached to a listener with the hostnames it answers to there.
 type Attachment struct {
 	Route     *HTTPRoute
-	Hostnames []string
+	Hostnames []AttachedHostname
 }
 
 // Accepted reports whether the listener is valid and not conflicted.

@@ -22,10 +22,10 @@ func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment
 			for _, host := range att.Hostnames {
 				r := action
 				r.Name = name
-				r.Hostname = host
+				r.Hostname = host.Hostname
 				r.Match = match
 				entries = append(entries, entry{
-					route: &r, created: created, routeKey: key, rule: rule.Index, match: mi,
+					route: &r, origin: host.Route, created: created, routeKey: key, rule: rule.Index, match: mi,
 				})
 			}
 		}

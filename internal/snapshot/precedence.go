@@ -10,7 +10,9 @@ import (
 
 // entry is a compiled route with the keys that order it among the routes of a virtual host.
 type entry struct {
-	route    *Route
+	route *Route
+	// origin is the route's own hostname that gave route.Hostname, empty when it has none.
+	origin   string
 	created  time.Time
 	routeKey string
 	rule     int
@@ -20,7 +22,11 @@ type entry struct {
 // comparePrecedence orders routes so that the first one matching a request is the one the
 // Gateway API spec gives precedence to:
 //
-//  1. the longest matching non-wildcard hostname, then the longest hostname;
+//  1. the longest matching non-wildcard hostname, then the longest hostname, and when the
+//     listener and route hostnames intersect to the same hostname, the same two on the route's
+//     own hostname (GatewayRouteHostnameIntersectionPrecedence): on a listener for
+//     "abc.example.com", a route for "abc.example.com" before one for "*.example.com", before
+//     one for "*.com", before one without hostnames;
 //  2. Exact path, then RegularExpression path (implementation-specific; longer pattern first),
 //     then PathPrefix with the most characters;
 //  3. a method match;
@@ -32,6 +38,8 @@ func comparePrecedence(a, b entry) int {
 	return cmp.Or(
 		cmp.Compare(exactHostLen(b.route.Hostname), exactHostLen(a.route.Hostname)),
 		cmp.Compare(len(b.route.Hostname), len(a.route.Hostname)),
+		cmp.Compare(exactHostLen(b.origin), exactHostLen(a.origin)),
+		cmp.Compare(len(b.origin), len(a.origin)),
 		cmp.Compare(pathRank(mb.Path.Type), pathRank(ma.Path.Type)),
 		cmp.Compare(len(mb.Path.Value), len(ma.Path.Value)),
 		cmp.Compare(boolRank(mb.Method != ""), boolRank(ma.Method != "")),

@@ -17,6 +17,16 @@ func TestComparePrecedence(t *testing.T) {
 		return e
 	}
 	prefix := func(path string) entry { return mk("", MatchPathPrefix, path, nil) }
+	// from is a route of the intersected hostname host whose own hostname is origin.
+	from := func(host, origin, pathType, path string, mod func(*entry)) entry {
+		return mk(host, pathType, path, func(e *entry) {
+			e.origin = origin
+			if mod != nil {
+				mod(e)
+			}
+		})
+	}
+	newerB := func(e *entry) { e.created, e.routeKey = newer, "b/b" }
 	tests := []struct {
 		name          string
 		first, second entry
@@ -25,6 +35,34 @@ func TestComparePrecedence(t *testing.T) {
 		{"a longer exact hostname beats a shorter one", mk("ab.example.com", MatchPathPrefix, "/", nil), mk("a.example.com", MatchPathPrefix, "/", nil)},
 		{"a longer wildcard beats a shorter one", mk("*.a.example.com", MatchPathPrefix, "/", nil), mk("*.example.com", MatchPathPrefix, "/", nil)},
 		{"any hostname comes last", mk("*.example.com", MatchPathPrefix, "/", nil), prefix("/very/long/path")},
+		{
+			"of one intersection, an exact route hostname beats a wildcard, though newer",
+			from("abc.example.com", "abc.example.com", MatchPathPrefix, "/", newerB), from("abc.example.com", "*.example.com", MatchPathPrefix, "/", nil),
+		},
+		{
+			"of one intersection, an exact route hostname beats a wildcard with a longer prefix",
+			from("abc.example.com", "abc.example.com", MatchPathPrefix, "/path", newerB), from("abc.example.com", "*.example.com", MatchPathPrefix, "/path/prefix", nil),
+		},
+		{
+			"of one intersection, an exact route hostname beats a wildcard with an exact path",
+			from("abc.example.com", "abc.example.com", MatchPathPrefix, "/", newerB), from("abc.example.com", "*.example.com", MatchExact, "/x", nil),
+		},
+		{
+			"of one intersection, a narrower route wildcard beats a wider one, though newer",
+			from("*.example.com", "*.example.com", MatchPathPrefix, "/path", newerB), from("*.example.com", "*.com", MatchPathPrefix, "/path/prefix", nil),
+		},
+		{
+			"of one intersection, a route wildcard beats a route without hostnames",
+			from("abc.example.com", "*.com", MatchPathPrefix, "/", newerB), from("abc.example.com", "", MatchExact, "/x", nil),
+		},
+		{
+			"a more specific intersection beats a more specific route hostname",
+			from("abc.example.com", "*.example.com", MatchPathPrefix, "/", nil), from("*.example.com", "*.example.com", MatchExact, "/x", nil),
+		},
+		{
+			"of one intersection and route hostname, the older route wins",
+			from("abc.example.com", "*.example.com", MatchPathPrefix, "/", nil), from("abc.example.com", "*.example.com", MatchPathPrefix, "/", newerB),
+		},
 		{"an exact path beats a longer prefix", mk("", MatchExact, "/a", nil), prefix("/a/b/c")},
 		{"a regular expression beats a prefix", mk("", MatchRegularExpression, "/.*", nil), prefix("/a/b/c")},
 		{"an exact path beats a regular expression", mk("", MatchExact, "/a", nil), mk("", MatchRegularExpression, "/a.*", nil)},
