@@ -311,10 +311,14 @@ func (rec *recorder) settledRequests(tag string) []string {
 	return last
 }
 
-// fieldsOfRecorded formats a backend's view of the fields, names canonical, values in order.
+// fieldsOfRecorded formats a backend's view of the fields, names canonical, values in order. A
+// request ID the proxy generated shows as "<generated>": each engine's run gets its own.
 func fieldsOfRecorded(h http.Header) string {
 	var out []string
 	for k, vs := range h {
+		if k == "X-Request-Id" && len(vs) == 1 && uuidV4.MatchString(vs[0]) {
+			vs = []string{"<generated>"}
+		}
 		out = append(out, k+": "+strings.Join(vs, " | "))
 	}
 	slices.Sort(out)

@@ -33,8 +33,9 @@ type Options struct {
 	Upstream    upstream.Options
 	// Forward tunes the request path; its AccessLog and Metrics are set from the fields below.
 	Forward forward.Options
-	// AccessLog, when set, receives one JSON line per request.
-	AccessLog io.Writer
+	// AccessLog, when set, receives one line per request, as AccessLogOptions say.
+	AccessLog        io.Writer
+	AccessLogOptions accesslog.Options
 	// Registerer, when set, gets the data plane's metrics.
 	Registerer prometheus.Registerer
 	// MemoryWatermark, when set, is the memory (live heap and goroutine stacks) above which
@@ -70,7 +71,7 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 	}
 	d := &DataPlane{log: log, pool: upstream.NewPool(opts.Upstream)}
 	if opts.AccessLog != nil {
-		d.accessLog = accesslog.New(opts.AccessLog, time.Second)
+		d.accessLog = accesslog.New(opts.AccessLog, opts.AccessLogOptions)
 		opts.Forward.AccessLog = d.accessLog
 	}
 	if opts.Registerer != nil {
@@ -91,9 +92,18 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 		if err != nil {
 			return nil, err
 		}
+		if d.accessLog != nil {
+			err = metrics.RegisterCounters(opts.Registerer, metrics.Counter{
+				Name:  "coxswain_proxy_access_log_dropped_total",
+				Help:  "Access log lines dropped because the writer fell behind and the queue (--access-log-queue-size) was full.",
+				Value: func() float64 { return float64(d.accessLog.Dropped()) },
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
 		opts.Listener.ConnectionRefused = m.ConnectionRefused
 		opts.Listener.ClientConnectionRefused = m.ClientConnectionRefused
-		opts.Listener.HeadRefused = m.Refused
 	}
 	if err := d.startOverload(&opts); err != nil {
 		return nil, err

@@ -436,14 +436,14 @@ func liveHeap() uint64 {
 }
 
 // Tests the overload manager: above the memory watermark the proxy closes new connections on
-// accept and answers requests on open ones 503 with Connection: close, counting both; once
-// memory is back under the watermark it serves again. The memory is the test process's own
-// (the proxy reads the runtime's), grown by a ballast. Not parallel: it moves the process's
-// heap.
+// accept and answers requests on open ones 503 with Connection: close, counting both and
+// logging the request with its reason; once memory is back under the watermark it serves
+// again. The memory is the test process's own (the proxy reads the runtime's), grown by a
+// ballast. Not parallel: it moves the process's heap.
 func TestOverloadRefusesAboveTheWatermark(t *testing.T) {
 	app, _ := backend(t, "app")
 	reg := prometheus.NewRegistry()
-	d := start(t, dataplane.Options{Registerer: reg, MemoryWatermark: liveHeap() + 64<<20})
+	d, logs := logged(t, dataplane.Options{Registerer: reg, MemoryWatermark: liveHeap() + 64<<20})
 	proxy := routeAll(t, d, hostPort(app))
 	kept, br := rawConn(t, proxy)
 	if resp, _ := roundTrip(t, kept, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 {
@@ -470,6 +470,9 @@ func TestOverloadRefusesAboveTheWatermark(t *testing.T) {
 	}
 	if got := metricValue(t, reg, "coxswain_proxy_refused_requests_total", "overloaded"); got != 1 {
 		t.Errorf("refused_requests_total{reason=overloaded} = %v, want 1", got)
+	}
+	if line := logLine(t, logs, "reason", "overloaded"); line["status"] != 503.0 || line["clientPort"] != localPort(kept) || line["upstream"] != "" {
+		t.Errorf("the refused request's access log line is %v", line)
 	}
 	runtime.KeepAlive(ballast) // the ballast is garbage from here on
 	eventually(t, "the proxy is no longer overloaded", func() bool {

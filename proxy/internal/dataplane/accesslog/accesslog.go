@@ -2,150 +2,173 @@ package accesslog
 
 import (
 	"bufio"
+	"errors"
 	"io"
-	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
-	"unicode/utf8"
 )
 
-// Entry is one request.
+// Entry is one request. Zero values mean "not known" or "did not happen": no route matched, no
+// backend was asked, nothing was measured.
 type Entry struct {
 	Start    time.Time
 	Duration time.Duration
-	Protocol string
-	Host     string
-	Method   string
-	Path     string
-	Status   int
-	// Route is the matched route's name, empty when none matched.
-	Route string
-	// Upstream is the endpoint address the request went to, empty when none.
-	Upstream string
-	// Bytes is the size of the response body.
-	Bytes int
+	// RequestID is the request's ID as the backend received it.
+	RequestID string
+	// ClientAddr is the client's address and port ("10.0.0.9:41234", "[::1]:41234").
+	ClientAddr string
+	Protocol   string
+	// TLSVersion is the version of the client's TLS connection (tls.VersionTLS13), 0 for
+	// plaintext; SNI is the server name its handshake asked for.
+	TLSVersion uint16
+	SNI        string
+	// Listener is the Listener resource the request arrived through ("<namespace>/<gateway>/
+	// <port>"), GatewayListener the name of the Gateway listener (section) that served it.
+	Listener        string
+	GatewayListener string
+	Host            string
+	Method          string
+	Path            string
+	// Route is the matched route's name, "<namespace>/<route>/<rule>/<match>"; empty when none
+	// matched.
+	Route  string
+	Status int
 	// Reason says why the proxy chose the status (a refused request, a breached limit, a failed
 	// exchange); empty when the backend answered.
 	Reason string
+	// Upstream is the endpoint address the request went to last, empty when none;
+	// UpstreamStatus the status of the backend's response, 0 when none arrived.
+	Upstream       string
+	UpstreamStatus int
+	// Retries counts the attempts sent after the first.
+	Retries int
+	// BytesIn is the size of the request body read from the client, BytesOut that of the
+	// response body written to it.
+	BytesIn, BytesOut int64
+	// UpstreamConnect is the time the last attempt took to get a connection to the backend
+	// (dial and TLS handshake, or taking a pooled one); TTFB the time from the request's start
+	// to the backend's response header. Zero when not measured.
+	UpstreamConnect time.Duration
+	TTFB            time.Duration
 }
 
-// Logger writes entries as JSON lines. It is safe for concurrent use.
+// Options configure a Logger; zero values take the defaults.
+type Options struct {
+	// Format is the line format; JSON when zero.
+	Format Format
+	// Fields are the fields written, in order; AllFields when nil.
+	Fields []Field
+	// QueueSize bounds the entries waiting to be written; entries logged while it is full are
+	// dropped and counted. DefaultQueueSize when zero.
+	QueueSize int
+	// FlushInterval is the longest a written line waits in the buffer; one second when zero.
+	FlushInterval time.Duration
+}
+
+// DefaultQueueSize is the entries that may wait for the writer: about 1.5 MiB of memory, a
+// second of a busy proxy's requests.
+const DefaultQueueSize = 4096
+
+// closeTimeout bounds the wait of Close for a writer that does not take the last lines.
+const closeTimeout = 5 * time.Second
+
+// ErrWriterBlocked is returned by Close when the writer did not take the last lines in time.
+var ErrWriterBlocked = errors.New("access log: the writer did not take the last lines in time")
+
+// Logger writes entries from a bounded queue on a goroutine of its own: Log never waits for the
+// writer, and when the writer falls behind (a full pipe, a stalled disk) the entries that do
+// not fit are dropped and counted. It is safe for concurrent use.
 type Logger struct {
-	mu   sync.Mutex
-	w    *bufio.Writer
-	bufs sync.Pool
-	stop chan struct{}
-	done chan struct{}
+	enc     encoder
+	queue   chan Entry
+	dropped atomic.Uint64
+	w       *bufio.Writer
+	flush   time.Duration
+	stop    chan struct{}
+	done    chan struct{}
+	err     error
 }
 
-// New returns a logger writing to w, flushing at least every interval (one second when zero).
-func New(w io.Writer, interval time.Duration) *Logger {
-	if interval <= 0 {
-		interval = time.Second
+// New returns a logger writing to w.
+func New(w io.Writer, o Options) *Logger {
+	if o.QueueSize <= 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = time.Second
+	}
+	if o.Fields == nil {
+		o.Fields = AllFields()
 	}
 	l := &Logger{
-		w:    bufio.NewWriterSize(w, 64<<10),
-		bufs: sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }},
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		enc:   encoder{format: o.Format, fields: append([]Field(nil), o.Fields...)},
+		queue: make(chan Entry, o.QueueSize),
+		w:     bufio.NewWriterSize(w, 64<<10),
+		flush: o.FlushInterval,
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
 	}
-	go l.flushEvery(interval)
+	go l.run()
 	return l
 }
 
-func (l *Logger) flushEvery(interval time.Duration) {
+// Log queues one entry, or drops it when the queue is full. It never blocks, and never fails a
+// request.
+func (l *Logger) Log(e *Entry) {
+	select {
+	case l.queue <- *e:
+	default:
+		l.dropped.Add(1)
+	}
+}
+
+// Dropped returns the number of entries dropped because the queue was full.
+func (l *Logger) Dropped() uint64 { return l.dropped.Load() }
+
+// run writes queued entries until Close, flushing the buffer at least every interval.
+func (l *Logger) run() {
 	defer close(l.done)
-	t := time.NewTicker(interval)
+	t := time.NewTicker(l.flush)
 	defer t.Stop()
+	buf := make([]byte, 0, 1024)
 	for {
 		select {
+		case e := <-l.queue:
+			buf = l.enc.append(buf[:0], &e)
+			_, _ = l.w.Write(buf)
 		case <-t.C:
-			l.mu.Lock()
 			_ = l.w.Flush()
-			l.mu.Unlock()
 		case <-l.stop:
-			return
+			for {
+				select {
+				case e := <-l.queue:
+					buf = l.enc.append(buf[:0], &e)
+					_, _ = l.w.Write(buf)
+				default:
+					l.err = l.w.Flush()
+					return
+				}
+			}
 		}
 	}
 }
 
-// Log writes one entry. Write errors are dropped: the access log never fails a request.
-func (l *Logger) Log(e *Entry) {
-	bp := l.bufs.Get().(*[]byte)
-	b := Append((*bp)[:0], e)
-	l.mu.Lock()
-	_, _ = l.w.Write(b)
-	l.mu.Unlock()
-	*bp = b
-	l.bufs.Put(bp)
-}
-
-// Close stops the flusher and flushes what is buffered.
+// Close writes the entries still queued, flushes and stops the writer. Entries logged after
+// Close are dropped. It returns ErrWriterBlocked when the writer does not take them within a
+// few seconds, leaving it to finish alone.
 func (l *Logger) Close() error {
 	close(l.stop)
-	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Flush()
+	t := time.NewTimer(closeTimeout)
+	defer t.Stop()
+	select {
+	case <-l.done:
+		return l.err
+	case <-t.C:
+		return ErrWriterBlocked
+	}
 }
 
-// Append appends e as one JSON line.
+// Append appends e as one JSON line of every field.
 func Append(b []byte, e *Entry) []byte {
-	b = append(b, `{"time":"`...)
-	b = e.Start.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
-	b = appendField(b, "protocol", e.Protocol)
-	b = appendField(b, "host", e.Host)
-	b = appendField(b, "method", e.Method)
-	b = appendField(b, "path", e.Path)
-	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(e.Status), 10)
-	b = appendField(b, "route", e.Route)
-	b = appendField(b, "upstream", e.Upstream)
-	b = append(b, `,"durationMs":`...)
-	b = strconv.AppendFloat(b, float64(e.Duration.Microseconds())/1000, 'f', 3, 64)
-	b = append(b, `,"bytes":`...)
-	b = strconv.AppendInt(b, int64(e.Bytes), 10)
-	if e.Reason != "" {
-		b = appendField(b, "reason", e.Reason)
-	}
-	return append(b, "}\n"...)
-}
-
-func appendField(b []byte, name, value string) []byte {
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, `":`...)
-	return appendString(b, value)
-}
-
-const hex = "0123456789abcdef"
-
-// appendString appends s as a JSON string, escaping quotes, backslashes and control
-// characters and replacing invalid UTF-8.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				b = append(b, `\ufffd`...)
-			} else {
-				b = append(b, s[i:i+size]...)
-			}
-			i += size
-			continue
-		}
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < ' ':
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			b = append(b, c)
-		}
-		i++
-	}
-	return append(b, '"')
+	return (&encoder{fields: AllFields()}).append(b, e)
 }

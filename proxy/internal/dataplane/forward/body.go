@@ -33,8 +33,10 @@ type requestBody struct {
 	reserved int64
 	refs     atomic.Int32
 	budget   *bufferBudget
-	// done says the body was read to its end; set on the engine's goroutine.
+	// done says the body was read to its end; set on the engine's goroutine. read counts the
+	// bytes read from the client.
 	done atomic.Bool
+	read atomic.Int64
 	// readBy is the read deadline set last, zero before the first read.
 	readBy time.Time
 	mu     sync.Mutex
@@ -78,6 +80,7 @@ func (b *requestBody) readClient(p []byte) (int, error) {
 		_ = b.x.rc.SetReadDeadline(b.readBy)
 	}
 	n, err := b.body.Read(p)
+	b.read.Add(int64(n))
 	if b.limit >= 0 {
 		if int64(n) > b.limit {
 			b.fail(errBodyTooLarge)

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
@@ -32,6 +33,21 @@ type exchange struct {
 	looked   bool
 	query    url.Values
 	upstream string
+	// requestID is the request's ID, "" when request IDs are off; requestIDValues are the
+	// client's header values that carry it when it is the client's own.
+	requestID       string
+	requestIDValues []string
+	// body is the request body as forwarded, nil before or without one.
+	body *requestBody
+	// upstreamStatus is the status of the backend's response, 0 before one arrived; retries
+	// counts the attempts sent after the first.
+	upstreamStatus int
+	retries        int
+	// connectAt is when the attempt in flight asked for a connection and connect how long it
+	// took to get one, both since start, in nanoseconds (set on the engine's goroutine);
+	// firstByte is when the backend's response header arrived, since start.
+	connectAt, connect atomic.Int64
+	firstByte          time.Duration
 	// reason says why the proxy, not the backend, chose the status: a refused request, a
 	// breached limit, a failed exchange. Empty when the backend answered.
 	reason string
@@ -225,12 +241,22 @@ func (x *exchange) redirect(rd *router.Redirect) int {
 
 func (x *exchange) entry(status int, elapsed time.Duration) accesslog.Entry {
 	e := accesslog.Entry{
-		Start: x.start, Duration: elapsed, Protocol: x.r.Proto,
-		Host: x.r.Host, Method: x.r.Method, Path: x.r.URL.Path, Status: status,
-		Upstream: x.upstream, Bytes: int(x.bytes), Reason: x.reason,
+		Start: x.start, Duration: elapsed, RequestID: x.requestID, ClientAddr: x.r.RemoteAddr,
+		Protocol: x.r.Proto, Host: x.r.Host, Method: x.r.Method, Path: x.r.URL.Path, Status: status,
+		Reason: x.reason, Upstream: x.upstream, UpstreamStatus: x.upstreamStatus, Retries: x.retries,
+		BytesOut: x.bytes, UpstreamConnect: time.Duration(x.connect.Load()), TTFB: x.firstByte,
+	}
+	if t := x.r.TLS; t != nil {
+		e.TLSVersion, e.SNI = t.Version, t.ServerName
+	}
+	if x.vhost != nil {
+		e.Listener, e.GatewayListener = x.vhost.Listener, x.vhost.Name
 	}
 	if x.route != nil {
 		e.Route = x.route.Name
+	}
+	if x.body != nil {
+		e.BytesIn = x.body.read.Load()
 	}
 	return e
 }

@@ -57,6 +57,7 @@ func (h *Handler) forward(x *exchange) int {
 	defer cl.Budget.End()
 	upgrade := !cl.H2C && !cl.H2 && isWebSocket(x.r)
 	body := x.requestBody()
+	x.body = body
 	policy := x.retryPolicy(body, upgrade)
 	var replay []byte
 	if body != nil {
@@ -90,16 +91,24 @@ func (h *Handler) forward(x *exchange) int {
 			ctx, stop = context.WithDeadline(ctx, d)
 			defer stop()
 		}
+		x.retries = retries
 		var wrote atomic.Bool
-		traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		trace := &httptrace.ClientTrace{
 			GetConn: func(string) {
 				if wrote.Load() {
 					cancel(errRetry)
 				}
+				if h.opts.AccessLog != nil {
+					x.connectAt.Store(int64(time.Since(x.start)))
+				}
 			},
 			WroteHeaders:   func() { wrote.Store(true) },
 			Got1xxResponse: x.informational,
-		})
+		}
+		if h.opts.AccessLog != nil {
+			trace.GotConn = x.gotConn
+		}
+		traced := httptrace.WithClientTrace(ctx, trace)
 		out := x.outbound(traced, ep, body, upgrade)
 		out.URL.Scheme = cl.Scheme()
 		if replay != nil {
@@ -120,6 +129,9 @@ func (h *Handler) forward(x *exchange) int {
 			return status
 		}
 		resp, err := cl.Transport(ep).RoundTrip(out)
+		if err == nil {
+			x.upstreamStatus, x.firstByte = resp.StatusCode, time.Since(x.start)
+		}
 		if held {
 			cl.Budget.Release()
 			held = false
@@ -166,6 +178,11 @@ func (h *Handler) forward(x *exchange) int {
 		}
 		return x.relay(resp, b, cancel)
 	}
+}
+
+// gotConn records how long the attempt took to get a connection to the backend.
+func (x *exchange) gotConn(httptrace.GotConnInfo) {
+	x.connect.Store(int64(time.Since(x.start)) - x.connectAt.Load())
 }
 
 // Reasons of the requests refused for the endpoint's limits.
@@ -271,6 +288,14 @@ func (x *exchange) outbound(ctx context.Context, ep *upstream.Endpoint, body *re
 	}
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = nil // the engine adds its own when the field is absent
+	}
+	if name := x.h.opts.RequestIDHeader; name != "" {
+		// Before the route's filters, which may still set or remove it.
+		if x.requestIDValues != nil {
+			hdr[name] = x.requestIDValues
+		} else {
+			hdr[name] = []string{x.requestID}
+		}
 	}
 	r := x.route
 	for _, m := range r.RequestHeaders {

@@ -2,9 +2,11 @@ package forward
 
 import (
 	"context"
+	"crypto/tls"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/textproto"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +57,15 @@ type Options struct {
 	// TunnelIdleTimeout closes a WebSocket tunnel when neither side sent anything for this
 	// long; 5m when zero.
 	TunnelIdleTimeout time.Duration
+	// RequestIDHeader is the field that carries each request's ID to the backend (and into the
+	// access log): the client's when it is valid (ValidRequestID), a new one otherwise.
+	// DefaultRequestIDHeader when empty.
+	RequestIDHeader string
+	// NoRequestID turns request IDs off: the client's field goes to the backend unchecked and
+	// none is generated.
+	NoRequestID bool
+	// ReplaceRequestID generates a new ID for every request, whatever the client sent.
+	ReplaceRequestID bool
 	// AccessLog, when set, gets one entry per request.
 	AccessLog *accesslog.Logger
 	// Metrics, when set, count requests.
@@ -97,6 +108,14 @@ func (o *Options) defaults() {
 	setDefault(&o.TunnelIdleTimeout, DefaultTunnelIdleTimeout)
 	if o.Rand == nil {
 		o.Rand = rand.Uint64
+	}
+	switch {
+	case o.NoRequestID:
+		o.RequestIDHeader = ""
+	case o.RequestIDHeader == "":
+		o.RequestIDHeader = DefaultRequestIDHeader
+	default:
+		o.RequestIDHeader = textproto.CanonicalMIMEHeaderKey(o.RequestIDHeader)
 	}
 	if o.Overloaded == nil {
 		o.Overloaded = func() bool { return false }
@@ -182,6 +201,7 @@ func (h *Handler) HTTP(l *Listener) http.Handler {
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
 	x := exchange{h: h, w: w, r: r, listener: l, state: h.state.Load(), start: time.Now()}
+	x.requestID, x.requestIDValues = h.requestID(r)
 	x.rc = http.NewResponseController(w)
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		// A backend's early answer (a 401 or 413 to an upload) goes out while the client is
@@ -264,6 +284,26 @@ func (h *Handler) record(x *exchange, status int) {
 		e := x.entry(status, elapsed)
 		h.opts.AccessLog.Log(&e)
 	}
+}
+
+// RefusedHead records a request head that the listener's HTTP engine refused before any
+// handler saw it: the refusal metric, and an access log entry with what is known of it (the
+// client, the connection's TLS, the status and reason, a request ID of its own).
+func (h *Handler) RefusedHead(reason string, status int, remoteAddr string, state *tls.ConnectionState) {
+	h.opts.Metrics.Refused(reason)
+	if h.opts.AccessLog == nil {
+		return
+	}
+	e := accesslog.Entry{
+		Start: time.Now(), ClientAddr: remoteAddr, Protocol: "HTTP/1.1", Status: status, Reason: reason,
+	}
+	if h.opts.RequestIDHeader != "" {
+		e.RequestID = NewRequestID()
+	}
+	if state != nil {
+		e.TLSVersion, e.SNI = state.Version, state.ServerName
+	}
+	h.opts.AccessLog.Log(&e)
 }
 
 // stopGrace bounds the wait for background work once Wait closed and cancelled it.

@@ -38,8 +38,8 @@ var inlineBuffers = sync.Pool{New: func() any { b := make([]byte, inlineMax); re
 
 // RoundTrip sends req on a pooled or new connection and returns the backend's final response.
 // The request's context bounds the whole exchange, body included: once it ends, the
-// connection's reads and writes fail. The httptrace hooks GetConn, WroteHeaders, WroteRequest
-// and Got1xxResponse are called as net/http calls them.
+// connection's reads and writes fail. The httptrace hooks GetConn, GotConn, WroteHeaders,
+// WroteRequest and Got1xxResponse are called as net/http calls them.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	trace := httptrace.ContextClientTrace(ctx)
@@ -101,6 +101,9 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, trace *httpt
 	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if trace != nil && trace.GotConn != nil {
+		trace.GotConn(httptrace.GotConnInfo{Conn: c.nc, Reused: c.reused})
 	}
 	head, err := c.appendHead(c.wbuf[:0], req, f)
 	if err != nil {

@@ -474,7 +474,7 @@ func (r *replayConn) NetConn() net.Conn { return r.Conn }
 // refuse answers a refused head with its status and closes the connection: nothing after the
 // head is read for another request.
 func (c *conn) refuse(e *http1.Error) {
-	c.srv.opts.Refused(e.Reason)
+	c.srv.opts.Refused(Refusal{Reason: e.Reason, Status: e.Status, RemoteAddr: c.remote, TLS: c.tls})
 	_ = c.rw.SetWriteDeadline(time.Now().Add(c.srv.opts.HeaderReadTimeout))
 	c.wmu.Lock()
 	_, err := io.WriteString(c.rw, refusal(e))

@@ -31,14 +31,25 @@ type Options struct {
 	// H2C, when set, takes a plaintext connection whose first bytes are the HTTP/2 client
 	// preface (prior knowledge), with the bytes already read replayed by its first reads.
 	H2C func(c net.Conn)
-	// Refused, when set, is called with the reason of every head the codec refused.
-	Refused func(reason string)
+	// Refused, when set, is called for every head the codec refused, before the refusal is
+	// written.
+	Refused func(Refusal)
 	// Log receives handler panics other than http.ErrAbortHandler.
 	Log logr.Logger
 	// ParkAfter, when set, hands a plaintext keep-alive connection idle this long to the idle
 	// poller: its goroutine returns, and a new one serves the connection when bytes arrive
 	// (Linux only). DefaultParkAfter is the listeners'.
 	ParkAfter time.Duration
+}
+
+// Refusal is a request head the codec refused: why, the status it is answered with, and the
+// connection it came on.
+type Refusal struct {
+	Reason     string
+	Status     int
+	RemoteAddr string
+	// TLS is the connection's TLS state, nil for plaintext.
+	TLS *tls.ConnectionState
 }
 
 // Defaults of Options.
@@ -95,7 +106,7 @@ func New(h http.Handler, opts Options) *Server {
 		opts.Limits.MaxRequestLine = http1.DefaultMaxRequestLine
 	}
 	if opts.Refused == nil {
-		opts.Refused = func(string) {}
+		opts.Refused = func(Refusal) {}
 	}
 	s := &Server{handler: h, opts: opts, conns: map[*conn]struct{}{}}
 	s.headSize = max(opts.Limits.MaxHeaderBytes, readerSize)

@@ -76,7 +76,7 @@ func TestPipelinedBehindRefusedHead(t *testing.T) {
 	var served atomic.Int32
 	var refused []string
 	ts := serve(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) }),
-		Options{Refused: func(reason string) { refused = append(refused, reason) }})
+		Options{Refused: func(r Refusal) { refused = append(refused, r.Reason) }})
 	for name, bad := range map[string]string{
 		"space before colon": "GET / HTTP/1.1\r\nHost: a\r\nX-A : 1\r\n\r\n",
 		"bare LF":            "GET / HTTP/1.1\nHost: a\r\n\r\n",

@@ -58,9 +58,6 @@ type Options struct {
 	// ClientConnectionRefused, when set, is called for every connection closed on accept because
 	// its client address held MaxConnectionsPerClient.
 	ClientConnectionRefused func()
-	// HeadRefused, when set, is called with the reason of every request head the native engine
-	// refused before any handler saw it (the nethttp engine refuses those uncounted).
-	HeadRefused func(reason string)
 	// Overload, when set, closes new connections on accept while the proxy is overloaded.
 	Overload *Overload
 	// Engine serves HTTP/1.1; http1.DefaultEngine when empty. HTTP/2 is Go's server either way.

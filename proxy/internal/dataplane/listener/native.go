@@ -49,7 +49,8 @@ func (m *Manager) newNative(l *forward.Listener, protocol router.Protocol, ln *l
 	opts := h1server.Options{
 		HeaderReadTimeout: o.HeaderReadTimeout, IdleTimeout: o.IdleTimeout,
 		Limits:      http1.Limits{MaxHeaderBytes: o.MaxHeaderBytes, MaxHeaderCount: o.MaxHeaderCount},
-		ConnContext: forward.WithConnection, Refused: o.HeadRefused, Log: m.log,
+		ConnContext: forward.WithConnection, Log: m.log,
+		Refused:   func(r h1server.Refusal) { m.handler.RefusedHead(r.Reason, r.Status, r.RemoteAddr, r.TLS) },
 		ParkAfter: h1server.DefaultParkAfter,
 	}
 	if protocol == router.HTTPS {

@@ -241,3 +241,19 @@ func RegisterGauges(reg prometheus.Registerer, gauges ...Gauge) error {
 	}
 	return nil
 }
+
+// Counter is a count read when the metrics are scraped, kept by its owner.
+type Counter struct {
+	Name, Help string
+	Value      func() float64
+}
+
+// RegisterCounters registers counters on reg.
+func RegisterCounters(reg prometheus.Registerer, counters ...Counter) error {
+	for _, c := range counters {
+		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.Name, Help: c.Help}, c.Value)); err != nil {
+			return fmt.Errorf("register data plane counter %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
