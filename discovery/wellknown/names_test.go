@@ -92,3 +92,50 @@ func TestSharedGatewayServiceNameCarriesSixtyFourBitsOfHash(t *testing.T) {
 		}
 	}
 }
+
+// labelValue is the syntax of a Kubernetes label value, without its length limit.
+var labelValue = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
+
+// Tests the names derived from Gateway and class names of the longest length Kubernetes allows
+// (253 characters, the GatewayNameMaximumLength conformance test): every name is a DNS-1035 label
+// of at most 63 characters and every label value a label value of at most 63, and two names
+// differing only in their last character, or only in a dot against a dash there, stay apart.
+func TestNamesOfMaximumLengthGateways(t *testing.T) {
+	t.Parallel()
+	const prefix = "gateway-name-maximum-length-"
+	gw := prefix + strings.Repeat("a", 253-len(prefix))
+	other := gw[:252] + "b"
+	dotted := gw[:251] + ".a"
+	dashed := gw[:251] + "-a"
+	class := strings.Repeat("c.", 126) + "c"
+	ns := strings.Repeat("n", 63)
+	names := map[string]string{}
+	for _, tt := range []struct{ what, got string }{
+		{"DedicatedProxyName(gw, class)", DedicatedProxyName(gw, class)},
+		{"DedicatedProxyName(other, class)", DedicatedProxyName(other, class)},
+		{"DedicatedProxyName(gw, coxswain)", DedicatedProxyName(gw, "coxswain")},
+		{"SharedGatewayServiceName(ns, gw)", SharedGatewayServiceName(ns, gw)},
+		{"SharedGatewayServiceName(ns, other)", SharedGatewayServiceName(ns, other)},
+		{"SharedGatewayServiceName(ns, dotted)", SharedGatewayServiceName(ns, dotted)},
+		{"SharedGatewayServiceName(ns, dashed)", SharedGatewayServiceName(ns, dashed)},
+	} {
+		if len(tt.got) > MaxNameLength || !dns1035Label.MatchString(tt.got) {
+			t.Errorf("%s = %q: want a DNS-1035 label of at most %d characters", tt.what, tt.got, MaxNameLength)
+		}
+		if prev, ok := names[tt.got]; ok {
+			t.Errorf("%s and %s are both %q", prev, tt.what, tt.got)
+		}
+		names[tt.got] = tt.what
+	}
+	values := map[string]string{}
+	for _, v := range []string{gw, other, class, dotted, dashed} {
+		got := LabelValue(v)
+		if len(got) > MaxNameLength || !labelValue.MatchString(got) {
+			t.Errorf("LabelValue(%q) = %q: want a label value of at most %d characters", v, got, MaxNameLength)
+		}
+		if prev, ok := values[got]; ok {
+			t.Errorf("LabelValue of %q and %q are both %q", prev, v, got)
+		}
+		values[got] = v
+	}
+}

@@ -43,24 +43,13 @@ var defaults = provision.Defaults{
 // of every Gateway's dedicated proxy or its Service on the shared pool, as one YAML stream.
 func render(t testing.TB, in []byte) []byte {
 	t.Helper()
-	cs, err := state.Decode(bytes.NewReader(in))
-	if err != nil {
-		t.Fatalf("decode cluster state: %v", err)
-	}
-	params := decodeParameters(t, in)
-	g := graph.Build(cs, graph.Options{})
 	var docs [][]byte
-	for _, gw := range g.Gateways {
-		objs := []provision.Object{}
-		if m, ok := provision.ModelOf(gw, params[gw.Parameters.String()], defaults); ok {
-			objs = provision.Objects(m)
-		} else if m, ok := provision.SharedModelOf(gw, "coxswain-system", defaults); ok {
-			objs = append(objs, provision.DesiredSharedService(m))
-		} else {
-			docs = append(docs, []byte("# "+gw.Key().String()+": nothing provisioned\n"))
+	for _, r := range renderObjects(t, in) {
+		if len(r.objects) == 0 {
+			docs = append(docs, []byte("# "+r.gateway+": nothing provisioned\n"))
 			continue
 		}
-		for _, obj := range objs {
+		for _, obj := range r.objects {
 			out, err := yaml.Marshal(obj)
 			if err != nil {
 				t.Fatalf("marshal %T: %v", obj, err)
@@ -69,6 +58,35 @@ func render(t testing.TB, in []byte) []byte {
 		}
 	}
 	return bytes.Join(docs, []byte("---\n"))
+}
+
+// rendered is what one Gateway of a case gets provisioned; nothing when objects is empty.
+type rendered struct {
+	gateway string
+	objects []provision.Object
+}
+
+// renderObjects builds the graph of a case's cluster state and returns, in Gateway order, the
+// objects of every Gateway's dedicated proxy or its Service on the shared pool.
+func renderObjects(t testing.TB, in []byte) []rendered {
+	t.Helper()
+	cs, err := state.Decode(bytes.NewReader(in))
+	if err != nil {
+		t.Fatalf("decode cluster state: %v", err)
+	}
+	params := decodeParameters(t, in)
+	g := graph.Build(cs, graph.Options{})
+	var out []rendered
+	for _, gw := range g.Gateways {
+		r := rendered{gateway: gw.Key().String()}
+		if m, ok := provision.ModelOf(gw, params[gw.Parameters.String()], defaults); ok {
+			r.objects = provision.Objects(m)
+		} else if m, ok := provision.SharedModelOf(gw, "coxswain-system", defaults); ok {
+			r.objects = []provision.Object{provision.DesiredSharedService(m)}
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // decodeParameters reads the CoxswainGatewayParameters documents of a case strictly, keyed by
