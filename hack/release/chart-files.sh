@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Copies into charts/coxswain/files/ the parts of config/ the chart renders as they are: our CRDs,
-# the pinned Gateway API CRDs (standard channel), the RBAC roles controller-gen generates and the
-# admission policy. `make manifests` runs it, `make verify` checks the copies are current, and the
-# chart test compares what the chart renders with kustomize's output.
+# Copies into the chart the parts of config/ it installs as they are. Our CRDs go to
+# charts/coxswain/crds/, which Helm creates before anything else and waits for until the API
+# server serves them, so the chart's CoxswainConfig can be an ordinary object of the release.
+# Into charts/coxswain/files/ go the pinned Gateway API CRDs (standard channel), rendered by a
+# template so that a value can leave them to the cluster's owner and helm upgrade upgrades them,
+# the RBAC roles controller-gen generates and the admission policy. `make manifests` runs it,
+# `make verify` checks the copies are current, and the chart test compares what the chart renders
+# with kustomize's output.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-files=charts/coxswain/files
-rm -rf "$files"
-mkdir -p "$files/crds/coxswain" "$files/crds/gateway-api" "$files/rbac" "$files/admission"
-cp config/crd/bases/*.yaml "$files/crds/coxswain/"
+chart=charts/coxswain
+files=$chart/files
+rm -rf "$files" "$chart/crds"
+mkdir -p "$chart/crds" "$files/crds/gateway-api" "$files/rbac" "$files/admission"
+cp config/crd/bases/*.yaml "$chart/crds/"
 for f in config/gateway-api/*.yaml; do
 	[ "$(basename "$f")" = kustomization.yaml ] || cp "$f" "$files/crds/gateway-api/"
 done

@@ -216,8 +216,8 @@ func TestChartValuesReachObjects(t *testing.T) {
 	}
 }
 
-// TestChartCoxswainConfig checks that config renders the CoxswainConfig of the operator, as a
-// hook after install and upgrade, whose spec the API types decode strictly.
+// TestChartCoxswainConfig checks that config renders the CoxswainConfig of the operator, an
+// object of the release (not a hook), whose spec the API types decode strictly.
 func TestChartCoxswainConfig(t *testing.T) {
 	if _, ok := byKey(t, helmTemplate(t))["gateway.coxswain.dev/v1alpha1/CoxswainConfig/"+namespace+"/coxswain"]; ok {
 		t.Error("empty config renders a CoxswainConfig")
@@ -227,8 +227,8 @@ func TestChartCoxswainConfig(t *testing.T) {
 	if !ok {
 		t.Fatal("config renders no CoxswainConfig coxswain")
 	}
-	if hook := u.GetAnnotations()["helm.sh/hook"]; hook != "post-install,post-upgrade" {
-		t.Errorf("CoxswainConfig hook %q, want post-install,post-upgrade", hook)
+	if a := u.GetAnnotations(); len(a) != 0 {
+		t.Errorf("CoxswainConfig annotations %v, want none: an ordinary object of the release, not a hook", a)
 	}
 	raw, err := yaml.Marshal(u.Object)
 	if err != nil {
@@ -290,16 +290,23 @@ func reconcileDefaultEnv(t *testing.T, got, want map[string]*unstructured.Unstru
 	setContainerField(t, want[key], "env", wantEnv)
 }
 
-// withoutKeepPolicy checks that every CRD of the chart carries helm.sh/resource-policy: keep, so
-// that helm uninstall leaves them (and every object of their kinds), and removes it: the one
-// annotation the chart adds to config/'s objects (to the CRD files' objects, the Gateway API's
-// safe-upgrades policy with them).
+// withoutKeepPolicy checks that every Gateway API CRD of the chart (a template) carries
+// helm.sh/resource-policy: keep, so that helm uninstall leaves them (and every object of their
+// kinds), and removes it: the one annotation the chart adds to config/'s objects (to the CRD
+// files' objects, the Gateway API's safe-upgrades policy with them). Our CRDs come from the
+// chart's crds/ as config/ has them: Helm never deletes those, and they carry nothing added.
 func withoutKeepPolicy(t *testing.T, objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	t.Helper()
 	for _, u := range objs {
 		a := u.GetAnnotations()
-		if u.GetKind() == "CustomResourceDefinition" && a["helm.sh/resource-policy"] != "keep" {
-			t.Errorf("CRD %s lacks helm.sh/resource-policy: keep", u.GetName())
+		if u.GetKind() == "CustomResourceDefinition" {
+			_, keep := a["helm.sh/resource-policy"]
+			switch ours := strings.HasSuffix(u.GetName(), "."+v1alpha1.GroupVersion.Group); {
+			case ours && keep:
+				t.Errorf("our CRD %s carries helm.sh/resource-policy: it belongs in crds/, as config/ has it", u.GetName())
+			case !ours && a["helm.sh/resource-policy"] != "keep":
+				t.Errorf("CRD %s lacks helm.sh/resource-policy: keep", u.GetName())
+			}
 		}
 		if _, ok := a["helm.sh/resource-policy"]; !ok {
 			continue
@@ -446,7 +453,7 @@ func tool(t *testing.T, env, glob string) string {
 }
 
 func templateArgs(values []string) []string {
-	args := []string{"template", "coxswain", "", "--namespace", namespace, "--kube-version", "1.36.0"}
+	args := []string{"template", "coxswain", "", "--namespace", namespace, "--kube-version", "1.36.0", "--include-crds"}
 	for _, v := range values {
 		args = append(args, "--set", v)
 	}

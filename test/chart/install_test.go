@@ -21,9 +21,10 @@ import (
 )
 
 // TestChartInstallsUpgradesUninstalls runs helm itself against a real kube-apiserver and etcd
-// with nothing installed: install (CRDs, then the CoxswainConfig of config by its hook), an
-// upgrade to external CA mode (the Role that lets the controller write Secrets goes), and
-// uninstall (the CRDs stay, the rest goes).
+// with nothing installed: install (our CRDs from crds/ first, then the release with the
+// CoxswainConfig of config), an upgrade to external CA mode (the Role that lets the controller
+// write Secrets goes), uninstall (the CRDs stay, the rest goes, the CoxswainConfig with it), and
+// an install again over the CRDs left behind.
 func TestChartInstallsUpgradesUninstalls(t *testing.T) {
 	assets, err := testenv.AssetsDir(root(t))
 	if err != nil {
@@ -103,5 +104,15 @@ func TestChartInstallsUpgradesUninstalls(t *testing.T) {
 		if err := c.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: name}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 			t.Errorf("Deployment %s after uninstall: %v, want it gone", name, err)
 		}
+	}
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: "coxswain"}, &v1alpha1.CoxswainConfig{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the CoxswainConfig of config after uninstall: %v, want it gone with the release", err)
+	}
+
+	// Installed again over the CRDs the first release left: Helm skips ours in crds/ that
+	// exist, and adopts the Gateway API's it kept, whose ownership marks name this release.
+	helm("install", "coxswain", chart, "--set", "config.proxy.replicas=2")
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: "coxswain"}, &cfgObj); err != nil || *cfgObj.Spec.Proxy.Replicas != 2 {
+		t.Errorf("the CoxswainConfig after installing again: %v, replicas %v, want 2", err, cfgObj.Spec.Proxy)
 	}
 }
