@@ -43,9 +43,16 @@ func (m Model) labels() map[string]string {
 	}
 	maps.Copy(out, m.selector())
 	out[ManagedByLabel] = ManagedBy
-	out[GatewayNameLabel] = wellknown.LabelValue(m.Gateway.Name)
-	out[GatewayClassLabel] = wellknown.LabelValue(string(m.Gateway.Spec.GatewayClassName))
+	addGatewayLabels(out, m.Gateway)
 	return out
+}
+
+// addGatewayLabels sets the labels that name gw and its class on an object provisioned for it.
+// Both names may have 253 characters and a label value at most 63: a longer one is cut and ends
+// with a short hash of the whole (wellknown.LabelValue), so it still tells Gateways apart.
+func addGatewayLabels(labels map[string]string, gw *gwapiv1.Gateway) {
+	labels[GatewayNameLabel] = wellknown.LabelValue(gw.Name)
+	labels[GatewayClassLabel] = wellknown.LabelValue(string(gw.Spec.GatewayClassName))
 }
 
 // annotations are the parameters' annotations, then the Gateway's

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
 )
 
@@ -89,9 +88,8 @@ func DesiredSharedService(m SharedModel) *corev1.Service {
 	maps.Copy(labels, SharedSelector())
 	labels[InstanceLabel] = m.Name
 	labels[ManagedByLabel] = ManagedBy
-	labels[GatewayNameLabel] = wellknown.LabelValue(m.Gateway.Name)
 	labels[GatewayNamespaceLabel] = m.Gateway.Namespace
-	labels[GatewayClassLabel] = wellknown.LabelValue(string(m.Gateway.Spec.GatewayClassName))
+	addGatewayLabels(labels, m.Gateway)
 	annotations[graph.SharedServiceGatewayAnnotation] = m.Gateway.Namespace + "/" + m.Gateway.Name
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
