@@ -221,6 +221,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 			},
 			Status: &status.Writer{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+				LegacyFieldManager:    status.ProcessFieldManager(),
 				Namespace:             o.namespace,
 				Recorder:              mgr.GetEventRecorder("coxswain"),
 				SharedProxyDeployment: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
@@ -263,6 +264,7 @@ func proxyDefaults(o *options, s settings.Settings) provision.Defaults {
 		Resources:                s.ProxyResources,
 		ServiceType:              s.ProxyServiceType,
 		HTTP1Engine:              s.ProxyHTTP1Engine,
+		AccessLog:                s.ProxyAccessLog,
 		DiscoveryEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.StreamPort)),
 		BootstrapEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.BootstrapPort)),
 		ControllerNamespace:      o.namespace,

@@ -197,7 +197,41 @@ type ProxyDefaults struct {
 	// proxy's own default. The shared pool's Deployment is not provisioned: set its flag there.
 	// +optional
 	HTTP1Engine *HTTP1Engine `json:"http1Engine,omitempty"`
+
+	// AccessLog is what the access log of the proxies the operator provisions writes (their
+	// --access-log-format and --access-log-fields flags). A Gateway's CoxswainGatewayParameters
+	// may choose otherwise, field by field. Default: the proxy's own, JSON with every field.
+	// +optional
+	AccessLog *AccessLog `json:"accessLog,omitempty"`
 }
+
+// AccessLog is the form and content of a proxy's access log lines (see docs/observability.md).
+type AccessLog struct {
+	// Format is Text (key=value pairs) or JSON (one object a line). Default: JSON.
+	// +optional
+	Format *AccessLogFormat `json:"format,omitempty"`
+
+	// Fields are the fields of a line, in the order written. Default: every field.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	Fields []AccessLogField `json:"fields,omitempty"`
+}
+
+// AccessLogFormat is a line format of the access log; the values are the proxy flag's.
+// +kubebuilder:validation:Enum=json;text
+type AccessLogFormat string
+
+// The access log formats.
+const (
+	AccessLogFormatJSON AccessLogFormat = "json"
+	AccessLogFormatText AccessLogFormat = "text"
+)
+
+// AccessLogField is a field of the access log; the values are the proxy's field names.
+// +kubebuilder:validation:Enum=time;requestID;clientAddress;clientPort;protocol;tlsVersion;sni;gateway;listener;host;method;path;route;rule;status;reason;upstream;upstreamStatus;retries;bytesIn;bytesOut;durationMs;upstreamConnectMs;ttfbMs
+type AccessLogField string
 
 // HTTP1Engine names an HTTP/1.1 engine of the proxy; the values are the proxy flag's.
 // +kubebuilder:validation:Enum=native;nethttp
@@ -265,6 +299,8 @@ type EffectiveSettings struct {
 	ProxyServiceType corev1.ServiceType `json:"proxyServiceType,omitempty"`
 	// +optional
 	ProxyHTTP1Engine HTTP1Engine `json:"proxyHTTP1Engine,omitempty"`
+	// +optional
+	ProxyAccessLog *AccessLog `json:"proxyAccessLog,omitempty"`
 	// +optional
 	MaxSharedGatewaysPerNamespace int32 `json:"maxSharedGatewaysPerNamespace,omitempty"`
 	// +optional

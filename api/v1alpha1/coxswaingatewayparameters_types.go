@@ -38,6 +38,12 @@ type CoxswainGatewayParametersSpec struct {
 	// +optional
 	HTTP1Engine *HTTP1Engine `json:"http1Engine,omitempty"`
 
+	// AccessLog is what the proxy's access log writes; a field set here overrides the
+	// CoxswainConfig's spec.proxy.accessLog field of the same name. Default: that, or the
+	// proxy's own (JSON with every field).
+	// +optional
+	AccessLog *AccessLog `json:"accessLog,omitempty"`
+
 	// NodeSelector constrains the proxy pods to nodes with these labels.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"coxswain.dev/coxswain/api/v1alpha1"
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
 )
@@ -187,6 +189,7 @@ func (m Model) container() corev1.Container {
 	if e := m.http1Engine(); e != "" {
 		args = append(args, wellknown.HTTP1EngineFlag+"="+string(e))
 	}
+	args = append(args, accessLogArgs(m.accessLog())...)
 	return corev1.Container{
 		Name:  containerName,
 		Image: m.image(),
@@ -268,4 +271,21 @@ func fieldRef(path string) *corev1.EnvVarSource {
 // portName names a listener port ("p80"): at most 15 characters, with a letter.
 func portName(p int32) string {
 	return portNamePrefix + strconv.Itoa(int(p))
+}
+
+// accessLogArgs are the proxy flags of an access log's format and fields, none for the
+// proxy's defaults.
+func accessLogArgs(a v1alpha1.AccessLog) []string {
+	var args []string
+	if a.Format != nil {
+		args = append(args, "--access-log-format="+string(*a.Format))
+	}
+	if len(a.Fields) > 0 {
+		fields := make([]string, len(a.Fields))
+		for i, f := range a.Fields {
+			fields[i] = string(f)
+		}
+		args = append(args, "--access-log-fields="+strings.Join(fields, ","))
+	}
+	return args
 }

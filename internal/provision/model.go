@@ -28,6 +28,8 @@ type Defaults struct {
 	ServiceType corev1.ServiceType
 	// HTTP1Engine is the proxy's HTTP/1.1 engine; the proxy's own default when empty.
 	HTTP1Engine v1alpha1.HTTP1Engine
+	// AccessLog is the proxy's access log format and fields; the proxy's own when nil.
+	AccessLog *v1alpha1.AccessLog
 	// DiscoveryEndpoint is host:port of the controller's mTLS stream listener.
 	DiscoveryEndpoint string
 	// BootstrapEndpoint is host:port of the controller's bootstrap listener.
@@ -135,6 +137,24 @@ func (m Model) http1Engine() v1alpha1.HTTP1Engine {
 		return *m.Params.HTTP1Engine
 	}
 	return m.Defaults.HTTP1Engine
+}
+
+// accessLog returns the access log of the proxy: each field the parameters set, else the
+// operator's default.
+func (m Model) accessLog() v1alpha1.AccessLog {
+	var out v1alpha1.AccessLog
+	for _, a := range []*v1alpha1.AccessLog{m.Defaults.AccessLog, m.Params.AccessLog} {
+		if a == nil {
+			continue
+		}
+		if a.Format != nil {
+			out.Format = a.Format
+		}
+		if a.Fields != nil {
+			out.Fields = a.Fields
+		}
+	}
+	return out
 }
 
 func (m Model) image() string {

@@ -1,10 +1,12 @@
 package provision
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
 )
@@ -37,6 +39,40 @@ func TestProxyMemoryLimit(t *testing.T) {
 			}
 			if got := goMemLimit(r); got.Name != "GOMEMLIMIT" || got.Value != c.goMemLimit {
 				t.Errorf("%s=%s, want GOMEMLIMIT=%s", got.Name, got.Value, c.goMemLimit)
+			}
+		})
+	}
+}
+
+// Tests that a proxy's access log flags take each field from the parameters when they set it,
+// else from the operator's default, and that nothing set asks for no flag.
+func TestAccessLogArgs(t *testing.T) {
+	t.Parallel()
+	text, jsonFormat := ptr.To(v1alpha1.AccessLogFormatText), ptr.To(v1alpha1.AccessLogFormatJSON)
+	fields := []v1alpha1.AccessLogField{"status", "requestID"}
+	cases := []struct {
+		name             string
+		defaults, params *v1alpha1.AccessLog
+		want             []string
+	}{
+		{"nothing set asks for no flag", nil, nil, nil},
+		{
+			"the default applies", &v1alpha1.AccessLog{Format: text, Fields: fields}, nil,
+			[]string{"--access-log-format=text", "--access-log-fields=status,requestID"},
+		},
+		{
+			"the parameters' format wins and the default's fields stay", &v1alpha1.AccessLog{Format: text, Fields: fields},
+			&v1alpha1.AccessLog{Format: jsonFormat},
+			[]string{"--access-log-format=json", "--access-log-fields=status,requestID"},
+		},
+		{"the parameters alone", nil, &v1alpha1.AccessLog{Fields: []v1alpha1.AccessLogField{"path"}}, []string{"--access-log-fields=path"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m := Model{Defaults: Defaults{AccessLog: c.defaults}, Params: v1alpha1.CoxswainGatewayParametersSpec{AccessLog: c.params}}
+			if got := accessLogArgs(m.accessLog()); !slices.Equal(got, c.want) {
+				t.Errorf("args %q, want %q", got, c.want)
 			}
 		})
 	}

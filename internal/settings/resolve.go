@@ -54,6 +54,9 @@ func overlayProxy(s *Settings, p *v1alpha1.ProxyDefaults) {
 	setIf(&s.ProxyReplicas, p.Replicas)
 	setIf(&s.ProxyServiceType, p.ServiceType)
 	setIf(&s.ProxyHTTP1Engine, p.HTTP1Engine)
+	if p.AccessLog != nil {
+		s.ProxyAccessLog = p.AccessLog.DeepCopy()
+	}
 	if p.AllowedImages != nil {
 		s.AllowedProxyImages = slices.Clone(p.AllowedImages)
 	}
@@ -96,6 +99,7 @@ func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 		ProxyReplicas:         s.ProxyReplicas,
 		ProxyServiceType:      s.ProxyServiceType,
 		ProxyHTTP1Engine:      s.ProxyHTTP1Engine,
+		ProxyAccessLog:        s.ProxyAccessLog.DeepCopy(),
 		EndpointSlices:        s.EndpointSlices,
 	}
 }

@@ -60,6 +60,9 @@ type Settings struct {
 	// ProxyHTTP1Engine is the HTTP/1.1 engine of provisioned proxies; the proxy's default when
 	// empty.
 	ProxyHTTP1Engine v1alpha1.HTTP1Engine
+	// ProxyAccessLog is the access log format and fields of provisioned proxies; the proxy's
+	// defaults when nil.
+	ProxyAccessLog *v1alpha1.AccessLog
 	// AllowedProxyImages are the images (exact, or a prefix ending with "*") a Gateway's own
 	// parameters may name; a GatewayClass's parameters may name any.
 	AllowedProxyImages []string

@@ -183,6 +183,22 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("Resolve() error = %v, want ErrInvalid naming backends.endpointSlices", err)
 		}
 	})
+	t.Run("the access log of the CoxswainConfig reaches the settings and the effective status", func(t *testing.T) {
+		t.Parallel()
+		al := &v1alpha1.AccessLog{
+			Format: ptr.To(v1alpha1.AccessLogFormatText),
+			Fields: []v1alpha1.AccessLogField{"status", "requestID"},
+		}
+		spec := &v1alpha1.CoxswainConfigSpec{Proxy: &v1alpha1.ProxyDefaults{AccessLog: al}}
+		got, err := Resolve(base, spec)
+		if err != nil || !cmp.Equal(got.ProxyAccessLog, al) || !cmp.Equal(got.Effective().ProxyAccessLog, al) {
+			t.Fatalf("Resolve() = %+v, %v; want the access log in the settings and the effective status", got.ProxyAccessLog, err)
+		}
+		al.Fields[0] = "path"
+		if got.ProxyAccessLog.Fields[0] != "status" {
+			t.Error("the settings share the CoxswainConfig's field list")
+		}
+	})
 	t.Run("an empty spec gives the base", func(t *testing.T) {
 		t.Parallel()
 		got, err := Resolve(base, &v1alpha1.CoxswainConfigSpec{})
