@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/proxy/internal/agent"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
@@ -38,7 +40,7 @@ type options struct {
 	healthAddress    string
 	listenHost       string
 	portOffset       uint
-	accessLog        bool
+	accessLog        accessLog
 	pprof            bool
 	verbosity        int
 	shutdownTimeout  time.Duration
@@ -46,6 +48,53 @@ type options struct {
 	http1Engine      string
 	limits           limits
 	printVersion     bool
+}
+
+// accessLog is what the access log writes and how, and the request IDs it records.
+type accessLog struct {
+	on              bool
+	format          string
+	fields          string
+	queueSize       int
+	requestIDHeader string
+	replaceIDs      bool
+	// parsed by complete
+	opts accesslog.Options
+}
+
+// register adds the access log and request ID flags to fs.
+func (a *accessLog) register(fs *flag.FlagSet) {
+	fs.BoolVar(&a.on, "access-log", true, "Write one access log line per request to standard output.")
+	fs.StringVar(&a.format, "access-log-format", "json", "Access log line format: json (one object a line) or text (key=value pairs).")
+	fs.StringVar(&a.fields, "access-log-fields", "all",
+		"Comma-separated access log fields, in the order written, or all: "+strings.Join(accesslog.FieldNames(), ",")+".")
+	fs.IntVar(&a.queueSize, "access-log-queue-size", accesslog.DefaultQueueSize,
+		"Access log lines that may wait for standard output; lines beyond it are dropped and counted in coxswain_proxy_access_log_dropped_total.")
+	fs.StringVar(&a.requestIDHeader, "request-id-header", forward.DefaultRequestIDHeader,
+		"Request field that carries each request's ID to the backend and the access log: the client's when valid, generated otherwise; empty turns request IDs off.")
+	fs.BoolVar(&a.replaceIDs, "request-id-replace", false, "Generate a request ID for every request, whatever ID the client sent.")
+}
+
+// check parses the format and fields and refuses a bad queue size or request ID header.
+func (a *accessLog) check() error {
+	format, err := accesslog.ParseFormat(a.format)
+	if err != nil {
+		return fmt.Errorf("--access-log-format: %w", err)
+	}
+	fields, err := accesslog.ParseFields(a.fields)
+	if err != nil {
+		return fmt.Errorf("--access-log-fields: %w", err)
+	}
+	if a.queueSize <= 0 {
+		return errors.New("--access-log-queue-size must be positive")
+	}
+	if a.requestIDHeader != "" {
+		if err := forward.CheckRequestIDHeader(a.requestIDHeader); err != nil {
+			return fmt.Errorf("--request-id-header: %w", err)
+		}
+	}
+	a.opts = accesslog.Options{Format: format, Fields: fields, QueueSize: a.queueSize}
+	return nil
 }
 
 // limits are the data plane's protections against careless and hostile clients and backends.
@@ -176,7 +225,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.listenHost, "listen-host", "", "Host the Gateway listeners bind; all interfaces when empty.")
 	fs.UintVar(&o.portOffset, "port-offset", 0,
 		"Added to every Gateway listener port when binding, for a proxy that may not bind ports under 1024.")
-	fs.BoolVar(&o.accessLog, "access-log", true, "Write one JSON access log line per request to standard output.")
+	o.accessLog.register(fs)
 	fs.BoolVar(&o.pprof, "pprof", false, "Serve runtime profiles under /debug/pprof/ on the health address.")
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity: 0 or 1.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "How long to drain on SIGTERM.")
@@ -198,6 +247,9 @@ func parseFlags(args []string) (*options, error) {
 // complete fills in the defaults that depend on other flags.
 func (o *options) complete() error {
 	if err := o.limits.check(); err != nil {
+		return err
+	}
+	if err := o.accessLog.check(); err != nil {
 		return err
 	}
 	if _, err := http1.ParseEngine(o.http1Engine); err != nil {

@@ -206,12 +206,15 @@ func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*d
 			SendTimeout:              l.sendTimeout,
 			BackendIdleTimeout:       l.backendIdleTimeout,
 			TunnelIdleTimeout:        l.tunnelIdleTimeout,
+			RequestIDHeader:          opts.accessLog.requestIDHeader,
+			NoRequestID:              opts.accessLog.requestIDHeader == "",
+			ReplaceRequestID:         opts.accessLog.replaceIDs,
 		},
 		Registerer:      reg,
 		MemoryWatermark: memoryWatermark(l.memoryWatermark),
 	}
-	if opts.accessLog {
-		dpOpts.AccessLog = os.Stdout
+	if opts.accessLog.on {
+		dpOpts.AccessLog, dpOpts.AccessLogOptions = os.Stdout, opts.accessLog.opts
 	}
 	plane, err := dataplane.New(log.WithName("dataplane"), dpOpts)
 	if err != nil {

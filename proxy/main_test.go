@@ -4,15 +4,19 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 )
 
 func TestMain(m *testing.M) {
@@ -34,6 +38,13 @@ func TestParseFlagsRefusals(t *testing.T) {
 		{"a zero connection limit is refused", []string{"--max-connections=0"}, "--max-connections must be positive"},
 		{"a negative send timeout is refused", []string{"--send-timeout=-1s"}, "--send-timeout must be positive"},
 		{"a negative body limit is refused", []string{"--max-request-body-bytes=-1"}, "must not be negative"},
+		{"an unknown access log format is refused", []string{"--access-log-format=xml"}, "--access-log-format"},
+		{"an unknown access log field is refused", []string{"--access-log-fields=status,cookie"}, "--access-log-fields"},
+		{"an access log field named twice is refused", []string{"--access-log-fields=status,status"}, "named twice"},
+		{"a zero access log queue is refused", []string{"--access-log-queue-size=0"}, "--access-log-queue-size must be positive"},
+		{"a request ID header that is no field name is refused", []string{"--request-id-header=X Id"}, "not a field name"},
+		{"a request ID header the proxy frames is refused", []string{"--request-id-header=content-length"}, "the proxy manages"},
+		{"a request ID header the proxy sets is refused", []string{"--request-id-header=X-Forwarded-For"}, "the proxy manages"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,6 +54,54 @@ func TestParseFlagsRefusals(t *testing.T) {
 				t.Fatalf("parseFlags(%q) = %v, want an error containing %q", tt.args, err, tt.want)
 			}
 		})
+	}
+}
+
+// Tests that the access log flags reach the data plane's options: the format, the fields in
+// their order, the queue, and the request ID header (empty turns IDs off).
+func TestParseFlagsAccessLog(t *testing.T) {
+	t.Setenv("POD_NAME", "shared-proxy-7d9f")
+	o, err := parseFlags([]string{
+		"--access-log-format=text", "--access-log-fields=status, requestID", "--access-log-queue-size=16",
+		"--request-id-header=x-correlation-id", "--request-id-replace",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := accesslog.Options{Format: accesslog.FormatText, Fields: []accesslog.Field{accesslog.FieldStatus, accesslog.FieldRequestID}, QueueSize: 16}
+	if diff := cmp.Diff(want, o.accessLog.opts); diff != "" || o.accessLog.requestIDHeader != "x-correlation-id" || !o.accessLog.replaceIDs {
+		t.Errorf("access log options (-want +got):\n%s\nrequest ID header %q, replace %v", diff, o.accessLog.requestIDHeader, o.accessLog.replaceIDs)
+	}
+	o, err = parseFlags([]string{"--request-id-header="})
+	if err != nil || o.accessLog.requestIDHeader != "" || len(o.accessLog.opts.Fields) != len(accesslog.FieldNames()) {
+		t.Errorf("defaults with IDs off: %+v, %v", o.accessLog, err)
+	}
+}
+
+// Tests that the access log fields and formats the operator's API accepts (the enums of
+// api/v1alpha1, which the provisioner passes to --access-log-fields and --access-log-format)
+// are the proxy's, in its order: a field the API lets through and the proxy refuses would stop
+// every proxy the operator provisions with it.
+func TestAccessLogEnumsAreTheAPIs(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join("..", "api", "v1alpha1", "coxswainconfig_types.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enum := func(typ string) []string {
+		m := regexp.MustCompile(`(?m)^// \+kubebuilder:validation:Enum=(\S+)\ntype ` + typ + ` string$`).FindSubmatch(src)
+		if m == nil {
+			t.Fatalf("no Enum marker on type %s", typ)
+		}
+		return strings.Split(string(m[1]), ";")
+	}
+	if diff := cmp.Diff(accesslog.FieldNames(), enum("AccessLogField")); diff != "" {
+		t.Errorf("AccessLogField enum (-proxy +API):\n%s", diff)
+	}
+	for _, f := range enum("AccessLogFormat") {
+		if _, err := accesslog.ParseFormat(f); err != nil {
+			t.Errorf("the API's format %q: %v", f, err)
+		}
 	}
 }
 

@@ -2,7 +2,11 @@ package forward
 
 import (
 	"crypto/rand"
+	"fmt"
 	"net/http"
+	"net/textproto"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // DefaultRequestIDHeader is the field that carries a request's ID to the backend.
@@ -10,6 +14,19 @@ const DefaultRequestIDHeader = "X-Request-Id"
 
 // MaxRequestIDLength is the longest request ID a client may bring; a longer one is replaced.
 const MaxRequestIDLength = 128
+
+// CheckRequestIDHeader refuses a request ID field name that is no field name, or one the proxy
+// frames, strips or sets itself (Host, Content-Length, Connection, X-Forwarded-For, ...).
+func CheckRequestIDHeader(name string) error {
+	canonical := textproto.CanonicalMIMEHeaderKey(name)
+	switch {
+	case !httpguts.ValidHeaderFieldName(name):
+		return fmt.Errorf("request ID header %q is not a field name", name)
+	case hopByHop[canonical] || canonical == headerXForwardedFor || canonical == headerXForwardedProto || clientCertHeader(canonical):
+		return fmt.Errorf("request ID header %q is a field the proxy manages", name)
+	}
+	return nil
+}
 
 // ValidRequestID says whether a client's request ID is kept: 1 to MaxRequestIDLength bytes of
 // letters, digits and "-_.:+/=" (UUIDs, hex and base64 trace IDs, ULIDs). Nothing else gets
