@@ -79,6 +79,13 @@ func startGatewayAPI(t *testing.T, leader bool, namespace string) *gatewayAPI {
 // operator's.
 func startGatewayAPIWith(t *testing.T, leader bool, opts graph.Options) *gatewayAPI {
 	t.Helper()
+	return startGatewayAPIWriter(t, leader, opts, nil)
+}
+
+// startGatewayAPIWriter is startGatewayAPIWith with edit, when not nil, applied to the status
+// writer before the manager starts.
+func startGatewayAPIWriter(t *testing.T, leader bool, opts graph.Options, edit func(*status.Writer)) *gatewayAPI {
+	t.Helper()
 	namespace := opts.Namespace
 	h := &gatewayAPI{t: t, c: newGatewayClient(t), cache: cache.New(nil), auth: scopeauth.New(), metrics: prometheus.NewRegistry()}
 	metrics, err := rebuild.NewMetrics(h.metrics)
@@ -89,16 +96,20 @@ func startGatewayAPIWith(t *testing.T, leader bool, opts graph.Options) *gateway
 	h.auth.OnChange(func() { h.revocations.Add(1) })
 	h.debouncer = rebuild.NewDebouncer(20*time.Millisecond, nil)
 	runManager(t, ctrl.Options{Scheme: gatewayScheme, Cache: crcache.Options{ByObject: GatewayAPICacheOptions()}}, func(mgr ctrl.Manager) error {
+		writer := &status.Writer{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: namespace,
+			Recorder: mgr.GetEventRecorder("coxswain"),
+		}
+		if edit != nil {
+			edit(writer)
+		}
 		r := &GatewayAPIReconciler{
 			Client: mgr.GetClient(),
 			Cache:  mgr.GetCache(),
 			Pipeline: &rebuild.Pipeline{
 				Graph: opts,
 				Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load, Metrics: metrics,
-				Status: &status.Writer{
-					Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: namespace,
-					Recorder: mgr.GetEventRecorder("coxswain"),
-				},
+				Status: writer,
 			},
 			Debouncer:    h.debouncer,
 			afterRebuild: h.record,

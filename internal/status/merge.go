@@ -9,9 +9,11 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// Conditions returns want merged over cur: the conditions are exactly those of want, in its
+// Conditions returns want stamped from cur: the conditions are exactly those of want, in its
 // order, and each keeps the LastTransitionTime of cur unless its status changed, in which case
-// it gets now. Condition types only cur holds are dropped.
+// it gets now. Condition types only cur holds are not in the result: where the conditions are
+// applied (a list keyed by type) they stay with whoever wrote them; where they are a part of an
+// atomic entry (a route parent, a policy ancestor) the entry is ours and they go.
 func Conditions(cur, want []metav1.Condition, now metav1.Time) []metav1.Condition {
 	out := make([]metav1.Condition, 0, len(want))
 	for _, c := range want {
@@ -24,21 +26,26 @@ func Conditions(cur, want []metav1.Condition, now metav1.Time) []metav1.Conditio
 	return out
 }
 
-// GatewayClass returns the status of a GatewayClass with want merged over cur.
+// GatewayClass returns the status of a GatewayClass that we own: want, its conditions stamped
+// with their transition times from cur. Whatever else cur holds is left to the API server's
+// merge of what we apply.
 func GatewayClass(cur, want gwapiv1.GatewayClassStatus, now metav1.Time) gwapiv1.GatewayClassStatus {
-	next := *cur.DeepCopy()
-	next.Conditions = Conditions(cur.Conditions, want.Conditions, now)
-	next.SupportedFeatures = slices.Clone(want.SupportedFeatures)
-	return next
+	return gwapiv1.GatewayClassStatus{
+		Conditions:        Conditions(cur.Conditions, want.Conditions, now),
+		SupportedFeatures: slices.Clone(want.SupportedFeatures),
+	}
 }
 
-// Gateway returns the status of a Gateway with want merged over cur and the given addresses.
+// Gateway returns the status of a Gateway that we own: want with the given addresses, its
+// conditions and those of its listeners stamped with their transition times from cur.
+// Conditions and listeners of other writers are not in it: applying it leaves them as they are.
 func Gateway(cur, want gwapiv1.GatewayStatus, addresses []gwapiv1.GatewayStatusAddress, now metav1.Time) gwapiv1.GatewayStatus {
-	next := *cur.DeepCopy()
-	next.Addresses = addresses
-	next.Conditions = Conditions(cur.Conditions, want.Conditions, now)
-	next.AttachedListenerSets = want.AttachedListenerSets
-	next.Listeners = make([]gwapiv1.ListenerStatus, 0, len(want.Listeners))
+	next := gwapiv1.GatewayStatus{
+		Addresses:            slices.Clone(addresses),
+		Conditions:           Conditions(cur.Conditions, want.Conditions, now),
+		AttachedListenerSets: want.AttachedListenerSets,
+		Listeners:            make([]gwapiv1.ListenerStatus, 0, len(want.Listeners)),
+	}
 	for _, l := range want.Listeners {
 		l = *l.DeepCopy()
 		var old []metav1.Condition
@@ -46,19 +53,18 @@ func Gateway(cur, want gwapiv1.GatewayStatus, addresses []gwapiv1.GatewayStatusA
 			old = cur.Listeners[i].Conditions
 		}
 		l.Conditions = Conditions(old, l.Conditions, now)
-		if l.SupportedKinds == nil {
-			l.SupportedKinds = []gwapiv1.RouteGroupKind{} // required, even when empty
-		}
 		next.Listeners = append(next.Listeners, l)
 	}
 	return next
 }
 
-// ListenerSet returns the status of a ListenerSet with want merged over cur.
+// ListenerSet returns the status of a ListenerSet that we own: want, its conditions and those
+// of its listeners stamped with their transition times from cur.
 func ListenerSet(cur, want gwapiv1.ListenerSetStatus, now metav1.Time) gwapiv1.ListenerSetStatus {
-	next := *cur.DeepCopy()
-	next.Conditions = Conditions(cur.Conditions, want.Conditions, now)
-	next.Listeners = make([]gwapiv1.ListenerEntryStatus, 0, len(want.Listeners))
+	next := gwapiv1.ListenerSetStatus{
+		Conditions: Conditions(cur.Conditions, want.Conditions, now),
+		Listeners:  make([]gwapiv1.ListenerEntryStatus, 0, len(want.Listeners)),
+	}
 	for _, l := range want.Listeners {
 		l = *l.DeepCopy()
 		var old []metav1.Condition
@@ -73,6 +79,8 @@ func ListenerSet(cur, want gwapiv1.ListenerSetStatus, now metav1.Time) gwapiv1.L
 
 // RouteParents returns the parent statuses of a route: the entries of other controllers as they
 // are, then ours as want says, in want's order. Our entries for parents want lacks are dropped.
+// A route's status.parents is an atomic list (the CRDs declare no list-map keys for it), which
+// any writer replaces whole: the writer sends this list with the resourceVersion it read it at.
 func RouteParents(cur []gwapiv1.RouteParentStatus, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) []gwapiv1.RouteParentStatus {
 	out := make([]gwapiv1.RouteParentStatus, 0, len(cur)+len(want))
 	for _, p := range cur {

@@ -96,9 +96,12 @@ func TestRouteParents(t *testing.T) {
 	}
 }
 
+// Tests that the Gateway status we own keeps the transition times of our listeners' unchanged
+// conditions, by listener name, and holds nothing of cur that we did not compute: another
+// writer's condition and a listener gone from the spec are left to the server-side apply.
 func TestGatewayMergesListenersByName(t *testing.T) {
 	t.Parallel()
-	cur := gwapiv1.GatewayStatus{Listeners: []gwapiv1.ListenerStatus{
+	cur := gwapiv1.GatewayStatus{Conditions: []metav1.Condition{cond("example.com/Audited", "True", "Seeded", then)}, Listeners: []gwapiv1.ListenerStatus{
 		{Name: "old", Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", then)}},
 		{Name: "http", Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", then)}},
 	}}
@@ -114,8 +117,8 @@ func TestGatewayMergesListenersByName(t *testing.T) {
 		Addresses:  addrs,
 		Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", now)},
 		Listeners: []gwapiv1.ListenerStatus{
-			{Name: "http", AttachedRoutes: 2, SupportedKinds: []gwapiv1.RouteGroupKind{}, Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", then)}},
-			{Name: "tcp", SupportedKinds: []gwapiv1.RouteGroupKind{}, Conditions: []metav1.Condition{cond("Accepted", "False", "UnsupportedProtocol", now)}},
+			{Name: "http", AttachedRoutes: 2, Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", then)}},
+			{Name: "tcp", Conditions: []metav1.Condition{cond("Accepted", "False", "UnsupportedProtocol", now)}},
 		},
 	}
 	if diff := cmp.Diff(expect, Gateway(cur, want, addrs, now)); diff != "" {

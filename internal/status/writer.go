@@ -13,12 +13,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwapiv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
@@ -28,7 +30,7 @@ import (
 
 // Writer writes the status of a graph to the objects it came from.
 type Writer struct {
-	// Client patches status subresources.
+	// Client applies and patches status subresources.
 	Client client.Client
 	// Reader re-reads an object after a conflict; use one that bypasses the informer cache
 	// (mgr.GetAPIReader()), or the retry may read the same stale object again.
@@ -48,31 +50,51 @@ type Writer struct {
 	// `kubectl get events` once, at the transition.
 	Recorder events.EventRecorder
 
-	// routes remembers, per HTTPRoute, the object and the parents wanted at its last write
-	// that ended well (patched, or found as wanted): the same object (the informer cache keeps
-	// an unchanged object's pointer) with the same parents wanted needs no copy or comparison
-	// again. Any change of the route, ours included, is a new object.
-	mu     sync.Mutex
-	routes map[types.NamespacedName]routeWrite
+	// LegacyFieldManager is the field manager our status writes had before they were applied
+	// (the process's name, from its user agent: ProcessFieldManager). What it still owns alone
+	// in the status of a GatewayClass, Gateway or ListenerSet and we no longer apply is removed
+	// before we apply (see prune), as our apply removes what it applied before. Empty removes
+	// nothing.
+	LegacyFieldManager string
+
+	// last remembers, per object, the object and the status computed for it at its last write
+	// that ended well (applied or patched, or found as wanted): the same object (the informer
+	// cache keeps an unchanged object's pointer) with the same status wanted needs no copy or
+	// comparison again. Any change of the object, ours included, is a new object.
+	mu   sync.Mutex
+	last map[lastKey]lastWrite
+	done map[lastKey]lastWrite // the writes of the Write in progress that ended well
 }
 
-// routeWrite is an HTTPRoute's last write that ended well.
-type routeWrite struct {
-	src  *gwapiv1.HTTPRoute
-	want []gwapiv1.RouteParentStatus
+// lastKey names an object of a kind.
+type lastKey struct {
+	kind string
+	key  types.NamespacedName
 }
 
-// Write patches the status of every GatewayClass, Gateway, HTTPRoute and BackendTLSPolicy of g
-// whose stored status differs from the computed one, and removes our parent entries from the
-// routes of cs that no longer reference our Gateways (and our ancestor entries from policies
-// whose targets our Gateways no longer use). It returns how many objects it patched. The objects of cs are
-// never modified.
+// lastWrite is an object's last write that ended well.
+type lastWrite struct {
+	src  client.Object
+	want any
+}
+
+// Write writes the status of every GatewayClass, Gateway, HTTPRoute, BackendTLSPolicy and
+// ListenerSet of g whose stored status differs from the computed one, and removes our parent
+// entries from the routes of cs that no longer reference our Gateways (and our ancestor entries
+// from policies whose targets our Gateways no longer use). The status of a GatewayClass, Gateway
+// or ListenerSet is applied server-side as FieldManager, which keeps the conditions and
+// listeners of other writers; route parents and policy ancestors are atomic lists, patched whole
+// with the entries of other controllers kept, guarded by the resourceVersion. It returns how
+// many objects it wrote. The objects of cs are never modified.
 func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Graph) (int, error) {
 	now := metav1.NewTime(time.Now())
 	if w.Now != nil {
 		now = metav1.NewTime(w.Now())
 	}
 	st := g.Status()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = map[lastKey]lastWrite{}
 	var errs []error
 	written := 0
 	count := func(wrote bool, err error) {
@@ -93,22 +115,9 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 	for _, want := range st.HTTPRoutes {
 		ours[types.NamespacedName{Namespace: want.Namespace, Name: want.Name}] = want.Parents
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	done := make(map[types.NamespacedName]routeWrite, len(cs.HTTPRoutes))
-	for key, route := range cs.HTTPRoutes {
-		want := ours[key]
-		if last, ok := w.routes[key]; ok && last.src == route && equality.Semantic.DeepEqual(last.want, want) {
-			done[key] = last
-			continue
-		}
-		wrote, err := w.writeHTTPRoute(ctx, route, g.ControllerName, want, now)
-		if err == nil {
-			done[key] = routeWrite{src: route, want: want}
-		}
-		count(wrote, err)
+	for _, route := range cs.HTTPRoutes {
+		count(w.writeHTTPRoute(ctx, route, g.ControllerName, ours[state.Key(route)], now))
 	}
-	w.routes = done
 	for _, want := range st.BackendTLSPolicies {
 		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
 		count(w.writeBackendTLSPolicy(ctx, cs.BackendTLSPolicies[key], g.ControllerName, want.Ancestors, now))
@@ -118,51 +127,99 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 		ls := w.withParent(cs, want, st.Gateways, services[want.Gateway])
 		count(w.writeListenerSet(ctx, cs.ListenerSets[key], ls, now))
 	}
+	w.last, w.done = w.done, nil
 	return written, errors.Join(errs...)
 }
 
+// unchanged says whether src, with want computed for it, is the object of its kind's last write
+// that ended well with the same want; either way it records the pair as the one to remember
+// should this write end well (remember).
+func (w *Writer) unchanged(kind string, src client.Object, want any) bool {
+	k := lastKey{kind: kind, key: client.ObjectKeyFromObject(src)}
+	if last, ok := w.last[k]; ok && last.src == src && equality.Semantic.DeepEqual(last.want, want) {
+		w.done[k] = last
+		return true
+	}
+	return false
+}
+
+// remember records the write of want to src as ended well.
+func (w *Writer) remember(kind string, src client.Object, want any) {
+	w.done[lastKey{kind: kind, key: client.ObjectKeyFromObject(src)}] = lastWrite{src: src, want: want}
+}
+
 func (w *Writer) writeBackendTLSPolicy(ctx context.Context, src *gwapiv1.BackendTLSPolicy, controller gwapiv1.GatewayController, want []gwapiv1.PolicyAncestorStatus, now metav1.Time) (bool, error) {
-	return write(ctx, w, "BackendTLSPolicy", src, func(obj *gwapiv1.BackendTLSPolicy) {
+	return patch(ctx, w, "BackendTLSPolicy", src, want, func(obj *gwapiv1.BackendTLSPolicy) {
 		obj.Status.Ancestors = PolicyAncestors(obj.Status.Ancestors, controller, want, now)
 	})
 }
 
-func (w *Writer) writeListenerSet(ctx context.Context, src *gwapiv1.ListenerSet, want gwapiv1.ListenerSetStatus, now metav1.Time) (bool, error) {
-	return write(ctx, w, "ListenerSet", src, func(obj *gwapiv1.ListenerSet) {
-		obj.Status = ListenerSet(obj.Status, want, now)
+func (w *Writer) writeHTTPRoute(ctx context.Context, src *gwapiv1.HTTPRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
+	return patch(ctx, w, "HTTPRoute", src, want, func(obj *gwapiv1.HTTPRoute) {
+		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
 	})
+}
+
+func (w *Writer) writeListenerSet(ctx context.Context, src *gwapiv1.ListenerSet, want gwapiv1.ListenerSetStatus, now metav1.Time) (bool, error) {
+	if src == nil || w.unchanged("ListenerSet", src, want) {
+		return false, nil
+	}
+	ours := ListenerSet(src.Status, want, now)
+	st := listenerSetStatusApply(ours)
+	return apply(ctx, w, "ListenerSet", src, want, gwapiv1ac.ListenerSet(src.Name, src.Namespace).WithStatus(st), st, &ours,
+		func() (any, error) {
+			ac, err := gwapiv1ac.ExtractListenerSetStatus(src, FieldManager)
+			if err != nil {
+				return nil, err
+			}
+			return ac.Status, nil
+		})
 }
 
 func (w *Writer) writeGatewayClass(ctx context.Context, src *gwapiv1.GatewayClass, want gwapiv1.GatewayClassStatus, now metav1.Time) (bool, error) {
-	return write(ctx, w, "GatewayClass", src, func(obj *gwapiv1.GatewayClass) {
-		obj.Status = GatewayClass(obj.Status, want, now)
-	})
+	if src == nil || w.unchanged("GatewayClass", src, want) {
+		return false, nil
+	}
+	ours := GatewayClass(src.Status, want, now)
+	st := gatewayClassStatusApply(ours)
+	return apply(ctx, w, "GatewayClass", src, want, gwapiv1ac.GatewayClass(src.Name).WithStatus(st), st, &ours,
+		func() (any, error) {
+			ac, err := gwapiv1ac.ExtractGatewayClassStatus(src, FieldManager)
+			if err != nil {
+				return nil, err
+			}
+			return ac.Status, nil
+		})
+}
+
+// gatewayWant is what a Gateway's status is computed from: the graph's status with Programmed
+// judged by the proxy, and the addresses.
+type gatewayWant struct {
+	Status    gwapiv1.GatewayStatus // exported for equality.Semantic, which refuses unexported fields
+	Addresses []gwapiv1.GatewayStatusAddress
 }
 
 func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *gwapiv1.Gateway, want gwapiv1.GatewayStatus, proxy gatewayProxy, now metav1.Time) (bool, error) {
-	deployment, checkReady := proxy.service, true
-	if proxy.shared {
-		// The shared pool is installed, not provisioned: when it does not run as a Deployment
-		// (a local run with proxies as processes), its readiness is not known here.
-		deployment = w.SharedProxyDeployment
-		_, checkReady = cs.Deployments[deployment]
+	if src == nil {
+		return false, nil
 	}
-	var warn *metav1.Condition
-	wrote, err := write(ctx, w, "Gateway", src, func(obj *gwapiv1.Gateway) {
-		addresses := obj.Status.Addresses
-		if proxy.service != (types.NamespacedName{}) {
-			addresses = Addresses(ownService(cs, src, proxy))
-		}
-		want := *want.DeepCopy()
-		want.Conditions = Programmed(want.Conditions, Proxy{
-			Addresses:  addresses,
-			Requested:  graph.RequestedAddresses(src),
-			CheckReady: checkReady,
-			Deployment: ownDeployment(cs, src, proxy, deployment),
+	p := w.proxyOf(cs, src, proxy)
+	want = *want.DeepCopy()
+	want.Conditions = Programmed(want.Conditions, p)
+	if w.unchanged("Gateway", src, gatewayWant{want, p.Addresses}) {
+		return false, nil
+	}
+	warn := proxyWarning(src.Status.Conditions, want.Conditions)
+	ours := Gateway(src.Status, want, p.Addresses, now)
+	st := gatewayStatusApply(ours)
+	wrote, err := apply(ctx, w, "Gateway", src, gatewayWant{want, p.Addresses}, gwapiv1ac.Gateway(src.Name, src.Namespace).WithStatus(st), st, &ours,
+		func() (any, error) {
+			ac, err := gwapiv1ac.ExtractGatewayStatus(src, FieldManager)
+			if err != nil {
+				return nil, err
+			}
+			return ac.Status, nil
 		})
-		warn = proxyWarning(obj.Status.Conditions, want.Conditions)
-		obj.Status = Gateway(obj.Status, want, addresses, now)
-	})
 	if wrote && err == nil && warn != nil && w.Recorder != nil {
 		w.Recorder.Eventf(src, nil, corev1.EventTypeWarning, warn.Reason, "Program", "%s", warn.Message)
 	}
@@ -182,12 +239,6 @@ func proxyWarning(cur, want []metav1.Condition) *metav1.Condition {
 		return nil
 	}
 	return next
-}
-
-func (w *Writer) writeHTTPRoute(ctx context.Context, src *gwapiv1.HTTPRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
-	return write(ctx, w, "HTTPRoute", src, func(obj *gwapiv1.HTTPRoute) {
-		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
-	})
 }
 
 // gatewayProxy is what serves a Gateway: the Service that gives it its address (zero when it
@@ -250,6 +301,40 @@ func controlledBy(obj metav1.Object, gw *gwapiv1.Gateway) bool {
 	return ref != nil && ref.UID == gw.UID
 }
 
+// apply server-side applies ac, the status computed for src (as want, before its transition
+// times were stamped; as ours, the typed status in ac), as FieldManager with force: the fields it
+// holds are ours, whoever last set them. It applies nothing when stored, the status FieldManager
+// owns in src, is already status (the status part of ac), unless prune removed what our earlier,
+// patching self left. An object deleted meanwhile needs no status.
+func apply(ctx context.Context, w *Writer, kind string, src client.Object, want any, ac runtime.ApplyConfiguration, status, ours any, stored func() (any, error)) (bool, error) {
+	key := client.ObjectKeyFromObject(src)
+	pruned, err := w.prune(ctx, src, ours)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		// A conflict: the object changed, and its next version gets the next try.
+		return false, fmt.Errorf("remove the stale %s %s status of %s: %w", kind, key, w.LegacyFieldManager, err)
+	}
+	if !pruned {
+		// An error extracting means the stored status cannot be compared: apply it anyway.
+		if cur, err := stored(); err == nil && equality.Semantic.DeepEqual(cur, status) {
+			w.remember(kind, src, want)
+			return false, nil
+		}
+	}
+	err = w.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("apply %s %s status: %w", kind, key, err)
+	}
+	w.remember(kind, src, want)
+	log.FromContext(ctx).V(1).Info("Applied status", "kind", kind, "object", key)
+	return true, nil
+}
+
 // object is a pointer to a Kubernetes API type with a status subresource.
 type object[T any] interface {
 	*T
@@ -257,11 +342,13 @@ type object[T any] interface {
 	DeepCopyInto(out *T)
 }
 
-// write applies mutate to a copy of src and patches the status when it changed, with the
-// resourceVersion as a precondition. On a conflict it re-reads the object and tries again; an
-// object deleted meanwhile needs no status.
-func write[T any, P object[T]](ctx context.Context, w *Writer, kind string, src P, mutate func(P)) (bool, error) {
-	if src == nil {
+// patch applies mutate to a copy of src, computed from want, and patches the status when it
+// changed, as FieldManager with the resourceVersion as a precondition: for the atomic lists of
+// route parents and policy ancestors, which another controller may rewrite whole between our
+// read and our write. On a conflict it re-reads the object and tries again; an object deleted
+// meanwhile needs no status.
+func patch[T any, P object[T]](ctx context.Context, w *Writer, kind string, src P, want any, mutate func(P)) (bool, error) {
+	if src == nil || w.unchanged(kind, src, want) {
 		return false, nil
 	}
 	obj := P(new(T))
@@ -275,7 +362,7 @@ func write[T any, P object[T]](ctx context.Context, w *Writer, kind string, src 
 		if equality.Semantic.DeepEqual(orig, obj) {
 			return nil
 		}
-		err := w.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		err := w.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager))
 		if apierrors.IsConflict(err) {
 			obj = P(new(T))
 			if getErr := w.Reader.Get(ctx, key, obj); getErr != nil {
@@ -292,6 +379,7 @@ func write[T any, P object[T]](ctx context.Context, w *Writer, kind string, src 
 	if err != nil {
 		return false, fmt.Errorf("write %s %s status: %w", kind, key, err)
 	}
+	w.remember(kind, src, want)
 	if wrote {
 		log.FromContext(ctx).V(1).Info("Wrote status", "kind", kind, "object", key)
 	}
