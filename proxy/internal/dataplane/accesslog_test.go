@@ -236,7 +236,7 @@ func TestAccessLogRecordsRefusals(t *testing.T) {
 		status     int
 		reason     string
 	}{
-		{"too many header fields", "GET /a HTTP/1.1\r\nHost: x\r\n" + many.String() + "\r\n", 431, ""},
+		{"too many header fields", "GET /a HTTP/1.1\r\nHost: x\r\n" + many.String() + "\r\n", 431, "too_many_headers"},
 		{"userinfo in the target", "GET http://user@x/b HTTP/1.1\r\nHost: x\r\n\r\n", 400, ""},
 		{"no endpoints", "GET /c HTTP/1.1\r\nHost: x\r\n\r\n", 503, "no_endpoints"},
 	}

@@ -22,8 +22,8 @@ const (
 	reasonBadScheme        = "bad_scheme"
 	reasonMisdirected      = "misdirected_request"
 	reasonContentLength    = "content_length_mismatch"
-	reasonHeaderCount      = "too_many_headers"
-	reasonHeaderBytes      = "headers_too_large"
+	reasonHeaderCount      = ReasonHeaderCount
+	reasonHeaderBytes      = ReasonHeaderBytes
 	reasonManagedTrailer   = "managed_trailer"
 	reasonBodyTooLarge     = "body_too_large"
 	reasonBodyTimeout      = "body_timeout"
@@ -39,6 +39,13 @@ const (
 	reasonUpstreamBody     = "upstream_body_error"
 	reasonSendTimeout      = "send_error"
 	reasonShuttingDown     = "shutting_down"
+)
+
+// The reasons of the header limits, which the listeners give the heads their engine refused
+// for the same limits.
+const (
+	ReasonHeaderCount = "too_many_headers"
+	ReasonHeaderBytes = "headers_too_large"
 )
 
 // statusClientClosed is recorded, never sent, for a request whose client left before its

@@ -50,7 +50,9 @@ func (m *Manager) newNative(l *forward.Listener, protocol router.Protocol, ln *l
 		HeaderReadTimeout: o.HeaderReadTimeout, IdleTimeout: o.IdleTimeout,
 		Limits:      http1.Limits{MaxHeaderBytes: o.MaxHeaderBytes, MaxHeaderCount: o.MaxHeaderCount},
 		ConnContext: forward.WithConnection, Log: m.log,
-		Refused:   func(r h1server.Refusal) { m.handler.RefusedHead(r.Reason, r.Status, r.RemoteAddr, r.TLS) },
+		Refused: func(r h1server.Refusal) {
+			m.handler.RefusedHead(headReason(r.Reason), r.Status, r.RemoteAddr, r.TLS)
+		},
 		ParkAfter: h1server.DefaultParkAfter,
 	}
 	if protocol == router.HTTPS {
@@ -61,6 +63,20 @@ func (m *Manager) newNative(l *forward.Listener, protocol router.Protocol, ln *l
 	n.h1 = h1server.New(m.handler.HTTP(l), opts)
 	go func() { n.h2served <- n.h2.Serve(n.h2ln) }()
 	return n
+}
+
+// headReason is the reason the access log and the refusal metric give a head the codec refused:
+// the codec's own, but for the two limits the handler enforces too, which get the handler's
+// reasons, so that a breached --max-header-count or --max-header-bytes reads alike whichever
+// engine refused it.
+func headReason(codec string) string {
+	switch codec {
+	case http1.ReasonTooManyFields:
+		return forward.ReasonHeaderCount
+	case http1.ReasonHeadTooLarge:
+		return forward.ReasonHeaderBytes
+	}
+	return codec
 }
 
 // serve accepts connections until the listener closes.
