@@ -451,3 +451,54 @@ func listenerNames(gw *gwapiv1.Gateway) []gwapiv1.SectionName {
 	}
 	return names
 }
+
+// Tests, against the real API server, that a condition of ours on a Gateway that another writer
+// changed is ours again at the next rebuild, though nothing we compute changed: the apply
+// manager lost the fields the other writer set, so what it owns is no longer what we want.
+func TestGatewayConditionChangedByAnotherWriterIsRestored(t *testing.T) {
+	ns := newNamespace(t)
+	h := startGatewayAPI(t, true, "")
+	h.acceptedRoute(ns)
+	h.statusSettled()
+
+	accepted := string(gwapiv1.GatewayConditionAccepted)
+	gw := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+	editStatus(t, h.foreignWriter(), gw, func(gw *gwapiv1.Gateway) {
+		c := meta.FindStatusCondition(gw.Status.Conditions, accepted)
+		c.Status, c.Reason = metav1.ConditionFalse, "Tampered"
+	})
+	touch(t, h.c, &corev1.Service{}, ns, "echo", "touched", "1")
+	h.rebuiltWith("the relabelled Service", serviceLabelled(ns, "echo", "touched", "1"))
+	eventually(t, "the Gateway is accepted again", func() error {
+		h.get(gw, ns, "web")
+		return wantCondition(gw.Status.Conditions, accepted, metav1.ConditionTrue, string(gwapiv1.GatewayReasonAccepted))
+	})
+}
+
+// Tests, against the real API server, that a Gateway that changed only by another writer's
+// condition costs no status write at the next rebuild: what our field manager owns in it is
+// still what we compute.
+func TestForeignConditionCostsNoStatusWrite(t *testing.T) {
+	ns := newNamespace(t)
+	h := startGatewayAPI(t, true, "")
+	h.acceptedRoute(ns)
+	written := h.statusSettled()
+
+	gw := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+	editStatus(t, h.foreignWriter(), gw, func(gw *gwapiv1.Gateway) {
+		gw.Status.Conditions = append(gw.Status.Conditions, foreignCondition(gw.Generation))
+	})
+	version := gw.ResourceVersion
+	touch(t, h.c, &corev1.Service{}, ns, "echo", "touched", "1")
+	rec := h.rebuiltWith("the relabelled Service", serviceLabelled(ns, "echo", "touched", "1"))
+	if cached := rec.in.State.Gateways[client.ObjectKeyFromObject(gw)]; cached == nil || cached.ResourceVersion != version {
+		t.Fatalf("the rebuild did not see the Gateway with the foreign condition: the test proved nothing")
+	}
+	if n := h.statusSettled() - written; n != 0 {
+		t.Errorf("a foreign condition cost %d status writes", n)
+	}
+	h.get(gw, ns, "web")
+	if gw.ResourceVersion != version {
+		t.Errorf("the Gateway's resourceVersion moved from %s to %s", version, gw.ResourceVersion)
+	}
+}

@@ -132,8 +132,7 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 }
 
 // unchanged says whether src, with want computed for it, is the object of its kind's last write
-// that ended well with the same want; either way it records the pair as the one to remember
-// should this write end well (remember).
+// that ended well with the same want, and if so remembers that write for the next Write.
 func (w *Writer) unchanged(kind string, src client.Object, want any) bool {
 	k := lastKey{kind: kind, key: client.ObjectKeyFromObject(src)}
 	if last, ok := w.last[k]; ok && last.src == src && equality.Semantic.DeepEqual(last.want, want) {
