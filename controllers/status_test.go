@@ -502,3 +502,40 @@ func TestForeignConditionCostsNoStatusWrite(t *testing.T) {
 		t.Errorf("the Gateway's resourceVersion moved from %s to %s", version, gw.ResourceVersion)
 	}
 }
+
+// Tests, against the real API server, that a listener the spec no longer has goes from the
+// Gateway's status though another writer put a condition on it: an entry of status.listeners
+// stands for a listener of the spec, and one that kept only another writer's condition would
+// lack the attachedRoutes the schema requires, failing every apply of ours.
+func TestListenerGoneFromTheSpecGoesWithAnotherWritersCondition(t *testing.T) {
+	ns := newNamespace(t)
+	h := startGatewayAPI(t, true, "")
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	h.create(newGateway(ns, "web", class))
+	eventually(t, "the listener is accepted", func() error {
+		var gw gwapiv1.Gateway
+		h.get(&gw, ns, "web")
+		if l := listener(&gw, "http"); l == nil {
+			return fmt.Errorf("no status for listener http in %+v", gw.Status.Listeners)
+		}
+		return nil
+	})
+	h.statusSettled()
+	gw := &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+	editStatus(t, h.foreignWriter(), gw, func(gw *gwapiv1.Gateway) {
+		l := listener(gw, "http")
+		l.Conditions = append(l.Conditions, foreignCondition(gw.Generation))
+		gw.Status.Conditions = append(gw.Status.Conditions, foreignCondition(gw.Generation))
+	})
+	seeded := *meta.FindStatusCondition(gw.Status.Conditions, foreignConditionType)
+	editSpec(t, h.c, gw, func(gw *gwapiv1.Gateway) { gw.Spec.Listeners[0].Name = "renamed" })
+	generation := gw.Generation
+	eventually(t, "the renamed listener replaces the old one", func() error {
+		var gw gwapiv1.Gateway
+		h.get(&gw, ns, "web")
+		if names := listenerNames(&gw); !slices.Equal(names, []gwapiv1.SectionName{"renamed"}) {
+			return fmt.Errorf("listeners %v, want renamed alone", names)
+		}
+		return errors.Join(oursAtGeneration("Gateway", gw.Status.Conditions, generation), sameCondition("Gateway", gw.Status.Conditions, seeded))
+	})
+}
