@@ -35,7 +35,13 @@ func TestAdmissionPolicyBoundsTheControllersWrites(t *testing.T) {
 	goldens := provisionGoldens(t)
 	installAdmissionPolicy(t, goldenImages(goldens))
 	controller := controllerClient(t)
-	for _, ns := range []string{"default", "payments", "prod", "team-a", "tenant", "foreign"} {
+	namespaces := []string{"default", "payments", "prod", "team-a", "tenant", "foreign"}
+	for _, u := range goldens { // every namespace the goldens render into, long names included
+		if ns := u.GetNamespace(); ns != "" && !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	for _, ns := range namespaces {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
