@@ -61,6 +61,11 @@ func (h *Handler) tunnel(x *exchange, b *router.Backend, resp *http.Response) in
 	}
 	_ = down.SetDeadline(time.Time{})
 	t := h.tunnels.add(x.listener.Port, x.route.Name, down, up)
+	if s := h.state.Load(); s == nil || !hasRoute(s.Table, t.port, t.route) {
+		// A Swap that dropped the route between the lookup and add closed the tunnels it
+		// knew, not this one: the state it published is current now, so check it here.
+		t.close()
+	}
 	go func() {
 		defer h.background.Done()
 		defer h.tunnels.remove(t)
@@ -160,6 +165,23 @@ func (ts *tunnels) closeAll() {
 	for t := range ts.conns {
 		t.close()
 	}
+}
+
+// hasRoute says whether table has the route named route on port.
+func hasRoute(table *router.Table, port uint32, route string) bool {
+	for _, p := range table.Ports() {
+		if p.Number != port {
+			continue
+		}
+		for _, vh := range p.VirtualHosts() {
+			for _, r := range vh.Routes() {
+				if r.Name == route {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // closeGone closes the tunnels whose port, or whose route on that port, table does not have.
