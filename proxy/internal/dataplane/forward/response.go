@@ -105,7 +105,9 @@ func (x *exchange) copyResponse(resp *http.Response, cancel context.CancelCauseF
 	defer idle.Stop()
 	for {
 		n, rerr := resp.Body.Read(buf)
-		idle.Reset(timeout)
+		// The backend's clock stops while the client takes the bytes: a client slow to read
+		// is the send timeout's to judge, not a sign of an idle backend.
+		idle.Stop()
 		if n > 0 {
 			x.extendSend()
 			if _, err := x.w.Write(buf[:n]); err != nil {
@@ -131,6 +133,7 @@ func (x *exchange) copyResponse(resp *http.Response, cancel context.CancelCauseF
 			x.abort = true
 			return rerr
 		}
+		idle.Reset(timeout)
 	}
 }
 
@@ -139,11 +142,13 @@ const spliceMin = 64 << 10
 
 // spliceResponse hands a large body of a declared length to the engine: the native client's
 // body gives its connection, in slices, to the native server's ReadFrom, which the kernel
-// moves (splice) where both sides are plain TCP. Each slice re-arms BackendIdleTimeout and the
-// client's SendTimeout, as each chunk of copyResponse does; a failure aborts the response as
-// there.
+// moves (splice) where both sides are plain TCP. Each slice re-arms the client's SendTimeout
+// and the backend's clock, as each chunk of copyResponse does; a failure aborts the response as
+// there. A slice both reads and sends, so the backend's clock for a slice is BackendIdleTimeout
+// plus SendTimeout: a client that stops reading meets its send timeout first, and a stalled
+// backend is cut at most one send timeout later than copyResponse would cut it.
 func (x *exchange) spliceResponse(src io.WriterTo, dst io.ReaderFrom, cancel context.CancelCauseFunc) error {
-	timeout := x.h.opts.BackendIdleTimeout
+	timeout := x.h.opts.BackendIdleTimeout + x.h.opts.SendTimeout
 	var idle atomic.Bool
 	timer := time.AfterFunc(timeout, func() {
 		idle.Store(true)
