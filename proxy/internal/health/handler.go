@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves /healthz (200 while the process runs), /readyz (the tracker's status, 503 only
-// while NotReady) and /metrics (gatherer, in the Prometheus formats).
+// Handler serves /healthz (200 while the process runs, draining too), /readyz (the tracker's
+// status, 503 while NotReady or draining) and /metrics (gatherer, in the Prometheus formats).
 func Handler(t *Tracker, gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -16,7 +16,7 @@ func Handler(t *Tracker, gatherer prometheus.Gatherer) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		s := t.Status()
-		writeText(w, s.State.HTTPStatus(), s.String())
+		writeText(w, s.HTTPStatus(), s.String())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	return mux

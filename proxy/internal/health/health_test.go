@@ -156,6 +156,34 @@ func TestHandler(t *testing.T) {
 	}
 }
 
+// Tests that a draining proxy fails readiness whatever its control channel says, and keeps
+// /healthz passing: the kubelet must not restart a proxy that is finishing its connections.
+func TestDrainingFailsReadinessOnly(t *testing.T) {
+	t.Parallel()
+	tr, _, reg := newTracker(t)
+	srv := httptest.NewServer(health.Handler(tr, reg))
+	t.Cleanup(srv.Close)
+	tr.StreamOpened()
+	tr.SnapshotApplied("abc")
+	wantGet(t, srv.URL+"/readyz", http.StatusOK, "Ready: streaming (serving snapshot abc applied 0s ago)")
+	if m := get(t, srv.URL+"/metrics"); !strings.Contains(m, "coxswain_proxy_draining 0\n") {
+		t.Errorf("metrics lack coxswain_proxy_draining 0:\n%s", m)
+	}
+
+	tr.Drain()
+	const draining = "Draining: shutting down; Ready: streaming (serving snapshot abc applied 0s ago)"
+	wantGet(t, srv.URL+"/readyz", http.StatusServiceUnavailable, draining)
+	tr.StreamClosed(errors.New("EOF"))
+	tr.StreamOpened()
+	tr.SnapshotApplied("def")
+	wantGet(t, srv.URL+"/readyz", http.StatusServiceUnavailable,
+		"Draining: shutting down; Ready: streaming (serving snapshot def applied 0s ago)")
+	wantGet(t, srv.URL+"/healthz", http.StatusOK, "ok")
+	if m := get(t, srv.URL+"/metrics"); !strings.Contains(m, "coxswain_proxy_draining 1\n") {
+		t.Errorf("metrics lack coxswain_proxy_draining 1:\n%s", m)
+	}
+}
+
 func TestNewTrackerRefusesADoubleRegistration(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()

@@ -15,6 +15,7 @@ type metrics struct {
 	applied    prometheus.Counter
 	rejected   prometheus.Counter
 	reconnects prometheus.Counter
+	draining   prometheus.Gauge
 }
 
 func newMetrics(t *Tracker) *metrics {
@@ -47,6 +48,10 @@ func newMetrics(t *Tracker) *metrics {
 			Name: "coxswain_proxy_stream_reconnects_total",
 			Help: "Snapshot streams opened after the first one.",
 		}),
+		draining: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "coxswain_proxy_draining",
+			Help: "1 once the proxy received SIGTERM and drains (/readyz fails, connections finish), 0 before.",
+		}),
 	}
 	for _, s := range States {
 		m.state.WithLabelValues(s.String())
@@ -59,7 +64,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		return nil
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.state, m.svidExpiry, m.age, m.svids, m.applied, m.rejected, m.reconnects} {
+	for _, c := range []prometheus.Collector{m.state, m.svidExpiry, m.age, m.svids, m.applied, m.rejected, m.reconnects, m.draining} {
 		errs = append(errs, reg.Register(c))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -54,12 +54,27 @@ type Status struct {
 	Version string
 	// AppliedAgo is how long ago Version was applied.
 	AppliedAgo time.Duration
+	// Draining says the proxy is shutting down: it fails readiness whatever State says, so
+	// that endpoints stop sending it new connections while it still serves them.
+	Draining bool
+}
+
+// HTTPStatus is the /readyz status code of s: 503 while draining, else its State's.
+func (s Status) HTTPStatus() int {
+	if s.Draining {
+		return http.StatusServiceUnavailable
+	}
+	return s.State.HTTPStatus()
 }
 
 // String renders the status as /readyz answers it, for example
-// "Degraded: stream closed: ... (serving snapshot 3fa2... applied 12s ago)".
+// "Degraded: stream closed: ... (serving snapshot 3fa2... applied 12s ago)", prefixed with
+// "Draining: shutting down; " once the proxy drains.
 func (s Status) String() string {
 	out := s.State.String() + ": " + s.Reason
+	if s.Draining {
+		out = "Draining: shutting down; " + out
+	}
 	if s.Version != "" {
 		out += fmt.Sprintf(" (serving snapshot %s applied %s ago)", s.Version, s.AppliedAgo.Truncate(time.Second))
 	}

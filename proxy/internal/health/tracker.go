@@ -23,6 +23,7 @@ type Tracker struct {
 	streams   int
 	reason    string
 	stopped   string
+	draining  bool
 	version   string
 	appliedAt time.Time
 	notAfter  time.Time
@@ -112,6 +113,14 @@ func (t *Tracker) Stopped(err error) {
 	})
 }
 
+// Drain records that the proxy is shutting down: from now on /readyz fails, whatever the
+// control channel does, so that the endpoints of its Services drop it while it keeps serving
+// the connections it has and those that still arrive.
+func (t *Tracker) Drain() {
+	t.update(func() { t.draining = true })
+	t.metrics.draining.Set(1)
+}
+
 func (t *Tracker) update(f func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -123,7 +132,7 @@ func (t *Tracker) update(f func()) {
 func (t *Tracker) Status() Status {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := Status{State: t.stateLocked(), Reason: t.reason, Version: t.version}
+	s := Status{State: t.stateLocked(), Reason: t.reason, Version: t.version, Draining: t.draining}
 	if t.stopped != "" {
 		s.Reason = t.stopped
 	}
