@@ -49,6 +49,8 @@ type session struct {
 	// rejected is a version whose full snapshot was NACKed; it is not sent again.
 	rejected string
 	nonces   uint64
+	// answers is what Server.Proxies reports of this stream.
+	answers answers
 }
 
 type inflight struct {
@@ -65,10 +67,12 @@ func newSession(ctx context.Context, s *Server, id Identity, nodeID string, scop
 	stream discoveryv1.Discovery_StreamServer, recv <-chan received,
 ) *session {
 	sctx, cancel := context.WithCancelCause(ctx)
-	return &session{
+	p := &session{
 		srv: s, id: id, nodeID: nodeID, scope: scope, stream: stream, recv: recv,
 		ctx: sctx, cancel: cancel, needFull: true, conn: s.connection(ctx),
 	}
+	p.answers.state = ProxyState{NodeID: nodeID, SPIFFEID: id.ID.String()}
+	return p
 }
 
 // run pushes snapshots until the client leaves, breaks the protocol, leaves a snapshot
@@ -151,6 +155,8 @@ func (p *session) ack(version, nonce string) error {
 	p.srv.metrics.acks.Inc()
 	p.srv.metrics.ackDelay.Observe(now.Sub(f.snap.CreatedAt()).Seconds())
 	p.srv.converge.ack(p, f.snap, p.watch.Snapshot(), now)
+	p.answers.update(func(s *ProxyState) { s.Acked, s.Nacked, s.NackDetail, s.InFlight = version, "", "", "" })
+	p.srv.answered(p.scope)
 	return nil
 }
 
@@ -164,11 +170,11 @@ func (p *session) nack(version, nonce, detail string) error {
 		p.rejected = version
 	}
 	p.srv.metrics.nacks.Inc()
-	if len(detail) > maxDetailLength {
-		detail = detail[:maxDetailLength]
-	}
+	kept := truncateDetail(detail, maxAnswerDetail)
+	p.answers.update(func(s *ProxyState) { s.Nacked, s.NackDetail, s.InFlight = version, kept, "" })
+	p.srv.answered(p.scope)
 	p.srv.log.Info("Proxy rejected snapshot", "nodeID", p.nodeID, "scope", p.scope.String(),
-		"version", version, "full", f.full, "detail", detail)
+		"version", version, "full", f.full, "detail", truncateDetail(detail, maxDetailLength))
 	return nil
 }
 
@@ -229,6 +235,7 @@ func (p *session) push() (bool, error) {
 		return false, err
 	}
 	p.inflight = &inflight{snap: snap, nonce: nonce, full: p.needFull, size: f.Len(), key: key}
+	p.answers.update(func(s *ProxyState) { s.InFlight = snap.Version() })
 	p.srv.metrics.sent.WithLabelValues(kind).Inc()
 	p.srv.log.V(1).Info("Sent snapshot", "nodeID", p.nodeID, "scope", p.scope.String(), "version", snap.Version(),
 		"kind", kind, "bytes", f.Len())

@@ -80,6 +80,11 @@ type Config struct {
 	// DefaultHandshakeTimeout and DefaultMaxConnectionIdle when zero.
 	HandshakeTimeout  time.Duration
 	MaxConnectionIdle time.Duration
+	// OnAnswer, when set, is called with a scope whenever what Proxies returns for it may have
+	// changed: after an ACK or NACK, and when a stream of the scope opens or closes. It runs on
+	// the stream's goroutine and must not block (signal a channel that coalesces, for example):
+	// a stream never waits for its consumer.
+	OnAnswer func(scope cache.Scope)
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	Logger     logr.Logger
@@ -114,6 +119,8 @@ type Server struct {
 
 	// listeners are the connection caps Listener made, where a stuck stream's connection is found.
 	listeners connlimit.Set
+	// onAnswer is Config.OnAnswer.
+	onAnswer func(cache.Scope)
 
 	mu          sync.Mutex
 	sessions    map[sessionKey]*session
@@ -156,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, converge: converge, health: newHealth(),
 		quiet: quiet.New(quiet.DefaultBurst, quiet.DefaultInterval), entropy: rand.Reader,
 		inFlight: newBudget(orDefault(cfg.MaxInFlightBytesPerIdentity, DefaultMaxInFlightBytesPerIdentity)),
+		onAnswer: cfg.OnAnswer,
 		peers: peerVerifier{
 			td: cfg.TrustDomain, bundles: cfg.Bundles, now: cfg.Now,
 			maxLifetime: orDefault(cfg.MaxSessionLifetime, wellknown.MaxSVIDTTL),
@@ -201,6 +209,7 @@ func (s *Server) Stream(stream discoveryv1.Discovery_StreamServer) error {
 		return s.refuse(ctx, err)
 	}
 	defer s.close(sess)
+	s.answered(sess.scope)
 	if sess.conn != nil {
 		// Only a subscribed stream is use of the connection (see Listener).
 		defer sess.conn.Busy()()

@@ -98,8 +98,13 @@ func (s *Server) register(sess *session) error {
 	return nil
 }
 
-// close unregisters a session that ended.
+// close unregisters a session that ended and tells OnAnswer, outside the server's lock.
 func (s *Server) close(sess *session) {
+	s.unregister(sess)
+	s.answered(sess.scope)
+}
+
+func (s *Server) unregister(sess *session) {
 	sess.watch.Cancel()
 	sess.cancel(nil)
 	s.mu.Lock()
@@ -121,3 +126,4 @@ func (s *Server) close(sess *session) {
 	delete(s.scopeCounts, sess.scope)
 	s.metrics.connected.DeleteLabelValues(sess.scope.String())
 }
+

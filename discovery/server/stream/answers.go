@@ -1,0 +1,89 @@
+package stream
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"sync"
+
+	"coxswain.dev/coxswain/discovery/server/cache"
+)
+
+// maxAnswerDetail bounds the NACK detail kept for ProxyState: enough for a validation error,
+// little enough that a proxy cannot make the controller hold (and write to status) much.
+const maxAnswerDetail = 1024
+
+// ProxyState is what one live stream's proxy last said about the snapshots it was sent, so that
+// the controller can tell which version each proxy of a scope applied.
+type ProxyState struct {
+	// NodeID and SPIFFEID name the proxy.
+	NodeID   string
+	SPIFFEID string
+	// Acked is the version the proxy last acknowledged (staged, validated and swapped in);
+	// empty until its first ACK on this stream.
+	Acked string
+	// Nacked is the version the proxy last refused, with the detail it gave; empty unless that
+	// refusal came after Acked (an ACK clears it).
+	Nacked, NackDetail string
+	// InFlight is the version sent and not answered yet; empty when none.
+	InFlight string
+}
+
+// Answered says whether the proxy answered anything on this stream yet.
+func (p ProxyState) Answered() bool { return p.Acked != "" || p.Nacked != "" }
+
+// answers is a session's ProxyState, written by its run goroutine and read by Proxies.
+type answers struct {
+	mu    sync.Mutex
+	state ProxyState
+}
+
+func (a *answers) update(f func(*ProxyState)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(&a.state)
+}
+
+func (a *answers) get() ProxyState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state
+}
+
+// Proxies returns the state of every live stream of scope on this server, sorted by SPIFFE ID
+// and node ID. A stream superseded by a newer one of its node is not listed.
+func (s *Server) Proxies(scope cache.Scope) []ProxyState {
+	var out []ProxyState
+	for _, sess := range s.live() {
+		if sess.scope == scope {
+			out = append(out, sess.answers.get())
+		}
+	}
+	slices.SortFunc(out, func(a, b ProxyState) int {
+		return cmp.Or(strings.Compare(a.SPIFFEID, b.SPIFFEID), strings.Compare(a.NodeID, b.NodeID))
+	})
+	return out
+}
+
+// answered tells Config.OnAnswer that what Proxies returns for scope changed.
+func (s *Server) answered(scope cache.Scope) {
+	if s.onAnswer != nil {
+		s.onAnswer(scope)
+	}
+}
+
+// truncateDetail cuts a NACK detail to at most n bytes without splitting a UTF-8 sequence, and
+// replaces invalid bytes, so that it can go into a status message.
+func truncateDetail(detail string, n int) string {
+	if len(detail) > n {
+		cut := n
+		for cut > 0 && !utf8Start(detail[cut]) {
+			cut--
+		}
+		detail = detail[:cut]
+	}
+	return strings.ToValidUTF8(detail, "\uFFFD")
+}
+
+// utf8Start says whether b can start a UTF-8 sequence (it is not a continuation byte).
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
