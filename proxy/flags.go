@@ -43,6 +43,7 @@ type options struct {
 	accessLog        accessLog
 	pprof            bool
 	verbosity        int
+	drainPeriod      time.Duration
 	shutdownTimeout  time.Duration
 	snapshotCache    string
 	http1Engine      string
@@ -228,7 +229,10 @@ func parseFlags(args []string) (*options, error) {
 	o.accessLog.register(fs)
 	fs.BoolVar(&o.pprof, "pprof", false, "Serve runtime profiles under /debug/pprof/ on the health address.")
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity: 0 or 1.")
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "How long to drain on SIGTERM.")
+	fs.DurationVar(&o.drainPeriod, "drain-period", defaultDrainPeriod,
+		"How long the proxy keeps serving after SIGTERM, with /readyz failing and its listeners open, so that Service endpoints and load balancers stop sending it connections before it closes them; 0 skips it.")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout,
+		"How long, after the drain period, connections get to finish their requests, downloads and WebSocket tunnels; then the rest are closed.")
 	o.limits.register(fs)
 	fs.StringVar(&o.http1Engine, "http1-engine", string(http1.DefaultEngine),
 		"HTTP/1.1 engine of the listeners and of the connections to backends: native (the proxy's own strict codec) or nethttp (Go's net/http).")
@@ -244,10 +248,23 @@ func parseFlags(args []string) (*options, error) {
 	return o, o.complete()
 }
 
+// Defaults of the drain on SIGTERM. The pod's terminationGracePeriodSeconds must exceed their
+// sum (internal/provision renders both, with a margin).
+const (
+	defaultDrainPeriod     = 5 * time.Second
+	defaultShutdownTimeout = 10 * time.Second
+)
+
 // complete fills in the defaults that depend on other flags.
 func (o *options) complete() error {
 	if err := o.limits.check(); err != nil {
 		return err
+	}
+	if o.drainPeriod < 0 {
+		return errors.New("--drain-period must not be negative")
+	}
+	if o.shutdownTimeout <= 0 {
+		return errors.New("--shutdown-timeout must be positive")
 	}
 	if err := o.accessLog.check(); err != nil {
 		return err

@@ -65,8 +65,8 @@ func newLogger(verbosity int) logr.Logger {
 	return logr.FromSlogHandler(handler)
 }
 
-// run serves health and metrics and runs the agent until ctx ends, then shuts down within the
-// shutdown timeout. A permanent agent failure is logged and shown on /readyz; the process keeps
+// run serves health and metrics and runs the agent until ctx ends, then drains (see
+// process.drain). A permanent agent failure is logged and shown on /readyz; the process keeps
 // serving what it has until it is stopped.
 func run(ctx context.Context, opts *options, log logr.Logger) error {
 	p, err := newProcess(ctx, opts, log)
@@ -76,14 +76,20 @@ func run(ctx context.Context, opts *options, log logr.Logger) error {
 	return p.run(ctx)
 }
 
+// healthShutdownTimeout bounds the health server's shutdown, after the data plane's: its
+// clients are probes and scrapes of a few milliseconds.
+const healthShutdownTimeout = time.Second
+
 // process is the proxy's long-running parts, wired together.
 type process struct {
-	opts   *options
-	log    logr.Logger
-	plane  *dataplane.DataPlane
-	agent  *agent.Agent
-	lis    net.Listener
-	health *http.Server
+	opts    *options
+	log     logr.Logger
+	plane   *dataplane.DataPlane
+	agent   *agent.Agent
+	tracker *health.Tracker
+	reg     *prometheus.Registry
+	lis     net.Listener
+	health  *http.Server
 }
 
 func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, error) {
@@ -109,36 +115,68 @@ func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, 
 		return fail(fmt.Errorf("listen on %s: %w", opts.healthAddress, err))
 	}
 	return &process{
-		opts: opts, log: log, plane: plane, agent: a, lis: lis,
+		opts: opts, log: log, plane: plane, agent: a, tracker: tracker, reg: reg, lis: lis,
 		health: &http.Server{Handler: telemetryHandler(opts, tracker, reg), ReadHeaderTimeout: 5 * time.Second},
 	}, nil
 }
 
+// run serves until ctx ends (SIGTERM) or the health server fails, then drains. The agent keeps
+// applying snapshots through the drain period, so the connections still arriving are routed
+// to the endpoints of the moment.
 func (p *process) run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAgent()
 	served := make(chan error, 1)
 	go func() { served <- p.health.Serve(p.lis) }()
 	agentDone := make(chan error, 1)
-	go func() { agentDone <- p.agent.Run(ctx) }()
+	go func() { agentDone <- p.agent.Run(agentCtx) }()
 	p.log.Info("Started", "nodeID", p.opts.nodeID, "scope", p.opts.scope().String(),
 		"discoveryEndpoint", p.opts.streamAddress, "bootstrapEndpoint", p.opts.bootstrapAddress,
 		"healthAddress", p.lis.Addr().String())
 
 	serveErr := p.waitForStop(ctx, served, agentDone)
-	p.log.Info("Shutting down")
-	cancel()
-	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), p.opts.shutdownTimeout)
-	defer cancelShutdown()
-	err := errors.Join(p.plane.Shutdown(shutdownCtx), p.health.Shutdown(shutdownCtx))
+	err := p.drain(stopAgent)
 	if err := <-agentDone; err != nil {
 		p.log.V(1).Info("Control channel had stopped", "error", err.Error())
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("serve health: %w", serveErr)
 	}
+	return err
+}
+
+// drain is the proxy's shutdown, so that a rolling upgrade or restart drops no request:
+//
+//  1. /readyz fails at once (/healthz keeps passing), and for the drain period the proxy
+//     serves as before, new connections too, while the endpoints of its Services and the load
+//     balancers in front of them stop sending it traffic;
+//  2. then the listeners close, HTTP/2 clients get GOAWAY (their streams in flight finish),
+//     HTTP/1.1 keep-alive connections get Connection: close on their next response and idle
+//     ones are closed, and the process returns as soon as every connection is done;
+//  3. at the shutdown timeout what is left (a download or tunnel that never ends) is closed,
+//     logged and counted in coxswain_proxy_shutdown_cut_connections_total.
+//
+// stopAgent ends the control channel once the drain period is over.
+func (p *process) drain(stopAgent func()) error {
+	start := time.Now()
+	p.tracker.Drain()
+	p.log.Info("Draining", "drainPeriod", p.opts.drainPeriod.String(), "shutdownTimeout", p.opts.shutdownTimeout.String(),
+		"openConnections", p.plane.OpenConnections())
+	if p.opts.drainPeriod > 0 {
+		time.Sleep(p.opts.drainPeriod)
+	}
+	stopAgent()
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.shutdownTimeout)
+	defer cancel()
+	err := p.plane.Shutdown(ctx)
+	hctx, cancelHealth := context.WithTimeout(context.Background(), healthShutdownTimeout)
+	defer cancelHealth()
+	if herr := p.health.Shutdown(hctx); herr != nil {
+		_ = p.health.Close() // a probe still open is not worth holding the exit for
+	}
+	p.log.Info("Stopped", "took", time.Since(start).String())
 	if err != nil {
-		return fmt.Errorf("shut down health server: %w", err)
+		return fmt.Errorf("shut down data plane: %w", err)
 	}
 	return nil
 }

@@ -160,7 +160,7 @@ func TestRunServesHealthAndShutsDown(t *testing.T) {
 	o, err := parseFlags([]string{
 		"--discovery-endpoint=127.0.0.1:1", "--discovery-server-name=discovery.test", "--node-id=proxy-0",
 		"--health-address=127.0.0.1:0", "--token-path=" + filepath.Join(dir, "token"),
-		"--trust-bundle-path=" + filepath.Join(dir, "ca.crt"), "--shutdown-timeout=5s",
+		"--trust-bundle-path=" + filepath.Join(dir, "ca.crt"), "--shutdown-timeout=5s", "--drain-period=0",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -57,6 +58,8 @@ type DataPlane struct {
 	overloadDone chan struct{}
 	mu           sync.Mutex
 	shutdown     bool
+	// cut counts the connections Shutdown closed because its context ended before they did.
+	cut atomic.Int64
 }
 
 // New returns a data plane that serves nothing until the first Apply.
@@ -88,6 +91,14 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 			Name:  "coxswain_proxy_buffered_body_bytes",
 			Help:  "Memory held in request bodies buffered for retries and mirrors, against --max-buffered-body-bytes.",
 			Value: func() float64 { return d.handler.BufferedBodyBytes() },
+		})
+		if err != nil {
+			return nil, err
+		}
+		err = metrics.RegisterCounters(opts.Registerer, metrics.Counter{
+			Name:  "coxswain_proxy_shutdown_cut_connections_total",
+			Help:  "Client connections closed by force at shutdown because they were still open when --shutdown-timeout ended.",
+			Value: func() float64 { return float64(d.cut.Load()) },
 		})
 		if err != nil {
 			return nil, err
@@ -192,10 +203,12 @@ func (d *DataPlane) logApplied(version string, table *router.Table, took time.Du
 		"routes", table.Routes(), "clusters", table.ClusterCount(), "took", took.String())
 }
 
-// Shutdown drains the data plane: listeners stop accepting, keep-alive connections close
-// after their current request, HTTP/2 clients are told to go away, and requests in flight get
-// until ctx ends; WebSocket tunnels still open then are closed. Apply fails afterwards, and
-// a second Shutdown does nothing.
+// Shutdown drains the data plane: listeners stop accepting, HTTP/1.1 keep-alive connections
+// close after their current response and idle ones at once, HTTP/2 clients are told to go away
+// (GOAWAY) while their streams finish, and requests, long downloads and WebSocket tunnels in
+// flight get until ctx ends. It returns as soon as every connection is done; when ctx ends
+// first it closes what is left, and logs and counts the connections it cut, which is not an
+// error. Apply fails afterwards, and a second Shutdown does nothing.
 func (d *DataPlane) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	already := d.shutdown
@@ -204,9 +217,19 @@ func (d *DataPlane) Shutdown(ctx context.Context) error {
 	if already {
 		return nil
 	}
-	err := d.listeners.Shutdown(ctx)
-	if !d.handler.Wait(ctx.Done()) {
+	start := time.Now()
+	d.listeners.StopAccepting()
+	d.log.Info("Closed listeners", "openConnections", d.listeners.OpenConnections())
+	grace, cut := d.grace(ctx)
+	err := d.listeners.Shutdown(grace)
+	if !d.handler.Wait(grace.Done()) {
 		d.log.Info("Left background exchanges running after the drain")
+	}
+	if n := cut(); n > 0 {
+		d.cut.Add(n)
+		d.log.Info("Cut connections at the shutdown timeout", "connections", n, "took", time.Since(start).String())
+	} else {
+		d.log.Info("Drained connections", "took", time.Since(start).String())
 	}
 	d.stopOverload()
 	<-d.overloadDone
@@ -217,6 +240,31 @@ func (d *DataPlane) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// grace returns the context the drain waits under, which ends when ctx does but only once the
+// connections still open at that moment have been counted: the count is what the end of the
+// drain cuts. done stops the watch and returns that count, 0 when ctx did not end.
+func (d *DataPlane) grace(ctx context.Context) (grace context.Context, done func() int64) {
+	grace, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := make(chan struct{})
+	var cut int64
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			cut = int64(d.listeners.OpenConnections())
+			cancel()
+		case <-stop:
+		}
+	}()
+	return grace, func() int64 {
+		close(stop)
+		<-watched
+		cancel()
+		return cut
+	}
+}
+
 // Addr returns the address a table port is bound to, for tests and the benchmark harness.
 func (d *DataPlane) Addr(port uint32) (string, bool) {
 	a, ok := d.listeners.Addr(port)
@@ -225,3 +273,6 @@ func (d *DataPlane) Addr(port uint32) (string, bool) {
 	}
 	return a.String(), true
 }
+
+// OpenConnections returns the number of open client connections, all ports together.
+func (d *DataPlane) OpenConnections() int { return int(d.listeners.OpenConnections()) }

@@ -267,8 +267,26 @@ func (m *Manager) OpenConnections() float64 {
 	return float64(m.open.Load())
 }
 
-// Shutdown stops every server, waiting for requests in flight until ctx ends.
+// StopAccepting closes the socket of every port, so that no new connection is accepted; the
+// connections already accepted are served on. Shutdown does it too: calling it first lets the
+// caller tell that moment apart (and log it).
+func (m *Manager) StopAccepting() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.servers {
+		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			m.log.Error(err, "Could not close listener", "port", s.port)
+		}
+	}
+}
+
+// Shutdown stops every server: they stop accepting, HTTP/2 clients are told to go away,
+// HTTP/1.1 connections close after their current response (idle ones at once), and requests in
+// flight get until ctx ends, when what is left is closed. It returns as soon as every
+// connection served by the ports is done. That ctx ended is not an error here: the caller
+// knows, and only the failures to close are returned.
 func (m *Manager) Shutdown(ctx context.Context) error {
+	m.StopAccepting()
 	m.mu.Lock()
 	servers := m.servers
 	m.servers = map[uint32]*server{}
@@ -279,6 +297,9 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	for _, s := range servers {
 		wg.Go(func() {
 			err := s.shutdown(ctx)
+			if ctx.Err() != nil && isContextErr(err) {
+				err = nil
+			}
 			mu.Lock()
 			errs = append(errs, err)
 			mu.Unlock()
@@ -293,10 +314,13 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("drain released ports: %w", ctx.Err()))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("shut down listeners: %w", err)
 	}
 	return nil
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

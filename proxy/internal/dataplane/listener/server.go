@@ -147,6 +147,18 @@ type limitListener struct {
 	clients       *clientConns
 	clientRefused func()
 	overload      *Overload
+	// closed makes Close idempotent: StopAccepting closes the socket before the server's own
+	// shutdown does, and net/http's Shutdown would take a second Close's error for a failure
+	// (and close every connection at once).
+	closed atomic.Bool
+}
+
+// Close closes the socket the first time; later calls return nil.
+func (l *limitListener) Close() error {
+	if !l.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	return l.Listener.Close()
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
