@@ -43,8 +43,9 @@ const (
 // a new connection is served as before; after it, a keep-alive connection's response in flight
 // says Connection: close and the connection closes, an idle one is closed, an HTTP/2 client
 // gets GOAWAY and its stream in flight completes with all its bytes, a slow download started
-// before SIGTERM completes, the listeners refuse connections, and run returns as soon as the
-// connections are done, well before the shutdown timeout, having cut none.
+// before SIGTERM completes, a WebSocket tunnel still carries bytes, the listeners refuse
+// connections, and run returns as soon as the connections are done, well before the shutdown
+// timeout, having cut none.
 func TestDrainServesThroughTheDrainPeriodThenClosesGracefully(t *testing.T) {
 	t.Parallel()
 	for _, engine := range []string{"native", "nethttp"} {
@@ -64,6 +65,8 @@ func TestDrainServesThroughTheDrainPeriodThenClosesGracefully(t *testing.T) {
 				t.Fatal(err)
 			}
 			streamed := stream.startRead(1)
+			tunnel := dialH1(t, px.plain)
+			tunnel.upgrade(t)
 			<-downloaded.head
 			<-streamed.head
 
@@ -105,6 +108,10 @@ func TestDrainServesThroughTheDrainPeriodThenClosesGracefully(t *testing.T) {
 					s.goAway.Sub(sigterm), s.goAwayCode, s.goAwayBeforeEnd)
 			}
 			_ = stream.c.Close()
+			if err := tunnel.echo("after the drain period"); err != nil {
+				t.Errorf("the WebSocket tunnel open at SIGTERM, after the listeners closed: %v", err)
+			}
+			_ = tunnel.c.Close()
 			d := <-downloaded.done
 			if d.err != nil || d.status != http.StatusOK || len(d.body) != drainChunk*drainChunks {
 				t.Errorf("the slow download started before SIGTERM: status %d, %d of %d bytes, %v", d.status, len(d.body), drainChunk*drainChunks, d.err)
@@ -322,6 +329,17 @@ func drainBackend(t *testing.T) string {
 		stream(w, r, drainChunks)
 	})
 	mux.HandleFunc("/forever", func(w http.ResponseWriter, r *http.Request) { stream(w, r, -1) })
+	mux.HandleFunc("/ws", func(w http.ResponseWriter, _ *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		if rw.Flush() == nil {
+			_, _ = io.Copy(conn, rw) // echoes until the client closes
+		}
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
@@ -393,6 +411,38 @@ func mustGet(t *testing.T, h *h1Conn, path string, wantClose bool) {
 	if r.err != nil || r.status != http.StatusOK || r.close != wantClose {
 		t.Fatalf("GET %s: %+v, want 200 with Connection: close %v", path, r, wantClose)
 	}
+}
+
+// upgrade opens a WebSocket tunnel to the backend's echo.
+func (h *h1Conn) upgrade(t *testing.T) {
+	t.Helper()
+	_, err := io.WriteString(h.c, "GET /ws HTTP/1.1\r\nHost: "+drainHost+"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(h.br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	if err := h.echo("before SIGTERM"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// echo sends msg through the tunnel and requires it back.
+func (h *h1Conn) echo(msg string) error {
+	if _, err := io.WriteString(h.c, msg); err != nil {
+		return err
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(h.br, got); err != nil {
+		return fmt.Errorf("echo of %q: %w", msg, err)
+	}
+	if string(got) != msg {
+		return fmt.Errorf("echo of %q: %q", msg, got)
+	}
+	return nil
 }
 
 // closedAt is when a connection was seen closed by the proxy.
