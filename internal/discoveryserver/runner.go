@@ -59,6 +59,9 @@ type Options struct {
 	// Snapshots and Scopes feed the stream listener (discovery/server/stream).
 	Snapshots *cache.Cache
 	Scopes    stream.ScopeAuthority
+	// OnAnswer, when set, is the stream listener's stream.Config.OnAnswer: it hears, and must
+	// not block, whenever what Proxies returns for a scope may have changed.
+	OnAnswer func(cache.Scope)
 	// Host is the address to listen on, all interfaces when empty.
 	Host string
 	// Limits are the listeners' connection and memory limits; zero fields take their defaults.
@@ -145,6 +148,16 @@ func (r *Runner) Start(ctx context.Context) error {
 		case <-retry:
 		}
 	}
+}
+
+// Proxies returns what every live stream of scope on this replica last answered (see
+// stream.Server.Proxies); none while no stream listener serves. Streams of other replicas are
+// not known here.
+func (r *Runner) Proxies(scope cache.Scope) []stream.ProxyState {
+	if s := r.stream.Load(); s != nil {
+		return s.Proxies(scope)
+	}
+	return nil
 }
 
 // Reauthorize re-checks every live stream against the scope authority and closes the ones it

@@ -32,6 +32,8 @@ type SetupOptions struct {
 	// Snapshots and Scopes enable the stream listener; nil leaves it off.
 	Snapshots *cache.Cache
 	Scopes    stream.ScopeAuthority
+	// OnAnswer is Options.OnAnswer: it hears when a proxy answers a snapshot.
+	OnAnswer func(cache.Scope)
 	// Host is the listen address, all interfaces when empty.
 	Host string
 	// Limits are the listeners' connection and memory limits (RegisterLimitFlags).
@@ -80,7 +82,7 @@ func Setup(mgr manager.Manager, o SetupOptions) (*Components, error) {
 		Authenticator: auth,
 		Allowlist:     c.Allowlist,
 		Reporter:      identity.NewReporter(recorder, identity.ControllerReference(o.Namespace, o.PodName, o.ConfigName)),
-		Snapshots:     o.Snapshots, Scopes: o.Scopes, Host: o.Host, Limits: o.Limits,
+		Snapshots:     o.Snapshots, Scopes: o.Scopes, OnAnswer: o.OnAnswer, Host: o.Host, Limits: o.Limits,
 		Registerer: crmetrics.Registry, Logger: log,
 	})
 	if err != nil {

@@ -53,11 +53,15 @@ func (a *answers) get() ProxyState {
 // Proxies returns the state of every live stream of scope on this server, sorted by SPIFFE ID
 // and node ID. A stream superseded by a newer one of its node is not listed.
 func (s *Server) Proxies(scope cache.Scope) []ProxyState {
-	var out []ProxyState
-	for _, sess := range s.live() {
-		if sess.scope == scope {
-			out = append(out, sess.answers.get())
-		}
+	s.mu.Lock()
+	sessions := make([]*session, 0, len(s.byScope[scope]))
+	for sess := range s.byScope[scope] {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	out := make([]ProxyState, 0, len(sessions))
+	for _, sess := range sessions {
+		out = append(out, sess.answers.get())
 	}
 	slices.SortFunc(out, func(a, b ProxyState) int {
 		return cmp.Or(strings.Compare(a.SPIFFEID, b.SPIFFEID), strings.Compare(a.NodeID, b.NodeID))

@@ -81,11 +81,12 @@ func TestProxiesReportWhatEachStreamAnswered(t *testing.T) {
 	}
 }
 
+// Tests that a NACK detail is cut at a rune boundary and made valid UTF-8.
 func TestTruncateDetailKeepsWholeRunes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{"short", "short"},
-		{"abcdé", "abcd"}, // é is two bytes: cut at 5 would split it
+		{"abcdé", "abcd"},          // é is two bytes: cut at 5 would split it
 		{"ab\xffcd", "ab\uFFFDcd"}, // not cut, the invalid byte replaced
 	} {
 		if got := truncateDetail(tc.in, 5); got != tc.want {

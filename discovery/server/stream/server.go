@@ -126,7 +126,9 @@ type Server struct {
 	sessions    map[sessionKey]*session
 	perIdentity map[string]int
 	scopeCounts map[cache.Scope]int
-	closed      bool
+	// byScope holds the live sessions of each scope, for Proxies.
+	byScope map[cache.Scope]map[*session]struct{}
+	closed  bool
 }
 
 // New checks cfg, fills in defaults and registers the metrics.
@@ -169,6 +171,7 @@ func New(cfg Config) (*Server, error) {
 			maxLifetime: orDefault(cfg.MaxSessionLifetime, wellknown.MaxSVIDTTL),
 		},
 		sessions: make(map[sessionKey]*session), perIdentity: make(map[string]int), scopeCounts: make(map[cache.Scope]int),
+		byScope: make(map[cache.Scope]map[*session]struct{}),
 	}, nil
 }
 

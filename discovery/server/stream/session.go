@@ -90,7 +90,14 @@ func (s *Server) register(sess *session) error {
 	if old != nil {
 		old.cancel(deny(ReasonSuperseded, "a new stream of node %q replaced this one", sess.nodeID))
 	}
+	if old != nil {
+		s.dropFromScope(old)
+	}
 	s.sessions[key] = sess
+	if s.byScope[sess.scope] == nil {
+		s.byScope[sess.scope] = make(map[*session]struct{})
+	}
+	s.byScope[sess.scope][sess] = struct{}{}
 	s.perIdentity[id]++
 	s.scopeCounts[sess.scope]++
 	s.converge.join(sess)
@@ -112,6 +119,7 @@ func (s *Server) unregister(sess *session) {
 	if key := sess.key(); s.sessions[key] == sess {
 		delete(s.sessions, key)
 	}
+	s.dropFromScope(sess)
 	if id := sess.id.ID.String(); s.perIdentity[id] > 1 {
 		s.perIdentity[id]--
 	} else {
@@ -127,3 +135,11 @@ func (s *Server) unregister(sess *session) {
 	s.metrics.connected.DeleteLabelValues(sess.scope.String())
 }
 
+// dropFromScope removes sess from the sessions Proxies lists; the caller holds s.mu.
+func (s *Server) dropFromScope(sess *session) {
+	set := s.byScope[sess.scope]
+	delete(set, sess)
+	if len(set) == 0 {
+		delete(s.byScope, sess.scope)
+	}
+}
