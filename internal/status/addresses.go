@@ -57,14 +57,20 @@ type Proxy struct {
 	// writer was not told the shared pool's Deployment) readiness is not checked.
 	CheckReady bool
 	Deployment *appsv1.Deployment
+	// Applied is the verdict on whether the proxies applied the Gateway's current generation;
+	// the zero value (AppliedUnknown) leaves Programmed to readiness.
+	Applied Applied
 }
 
 // Programmed returns want with its Programmed condition made False while the proxy cannot
 // serve yet: AddressNotAssigned until an address exists (or, for a Gateway that requests one,
 // until the requested address exists), AddressNotUsable when it requests more than the one address
 // a Service holds or the load balancer gave another address than the requested one,
-// ProxyNotReady until at least one proxy replica is ready. A Programmed condition already False
-// is kept: its reason comes first.
+// ProxyNotReady until at least one proxy replica is ready. Then the verdict of the proxies'
+// acknowledgements: Unknown with reason Pending until every proxy judged applied a snapshot that
+// holds the Gateway's current generation, False with reason Invalid and the proxy's error when
+// one refused it; an AppliedUnknown verdict with a message keeps True and says why it could not
+// judge. A Programmed condition already False is kept: its reason comes first.
 func Programmed(want []metav1.Condition, p Proxy) []metav1.Condition {
 	out := make([]metav1.Condition, len(want))
 	copy(out, want)
@@ -92,6 +98,11 @@ func Programmed(want []metav1.Condition, p Proxy) []metav1.Condition {
 			next = ptr.To(conditions.NewGatewayNotProgrammedAddressNotAssigned("The proxy Service has no address yet"))
 		case p.CheckReady && (p.Deployment == nil || p.Deployment.Status.ReadyReplicas == 0):
 			next = ptr.To(conditions.NewGatewayNotProgrammedProxyNotReady("No proxy replica is ready yet"))
+		case p.Applied.State == AppliedUnknown && p.Applied.Message != "":
+			next = ptr.To(c)
+			next.Message = c.Message + "; " + p.Applied.Message
+		default:
+			next = judged(p.Applied)
 		}
 		if next != nil {
 			next.ObservedGeneration = c.ObservedGeneration

@@ -50,10 +50,15 @@ func (w *Writer) proxyOf(cs *state.ClusterState, src *gwapiv1.Gateway, proxy gat
 	if proxy.service != (types.NamespacedName{}) {
 		addresses = Addresses(ownService(cs, src, proxy))
 	}
+	var applied Applied
+	if w.Applied != nil {
+		applied = w.Applied(scopeOf(src, proxy), state.Key(src), src.UID, src.Generation)
+	}
 	return Proxy{
 		Addresses:  addresses,
 		Requested:  graph.RequestedAddresses(src),
 		CheckReady: checkReady,
 		Deployment: ownDeployment(cs, src, proxy, deployment),
+		Applied:    applied,
 	}
 }

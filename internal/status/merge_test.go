@@ -1,6 +1,7 @@
 package status
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -192,6 +193,11 @@ func TestProgrammedWaitsForAnAddressAndAReadyProxy(t *testing.T) {
 		{"the requested address assigned keeps Programmed", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, Requested: []string{"203.0.113.7"}, CheckReady: true, Deployment: ready}, metav1.ConditionTrue, "Programmed"},
 		{"the requested address assigned still waits for a ready replica", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, Requested: []string{"203.0.113.7"}, CheckReady: true, Deployment: notReady}, metav1.ConditionFalse, "ProxyNotReady"},
 		{"readiness is not checked when the proxy is unknown", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs}, metav1.ConditionTrue, "Programmed"},
+		{"proxies that applied the generation keep Programmed", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true, Deployment: ready, Applied: Applied{State: AppliedYes}}, metav1.ConditionTrue, "Programmed"},
+		{"a proxy yet to apply the generation is Unknown and Pending", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true, Deployment: ready, Applied: Applied{State: AppliedPending, Message: "waiting"}}, metav1.ConditionUnknown, string(gwapiv1.GatewayReasonPending)},
+		{"a proxy that refused the generation is Invalid", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true, Deployment: ready, Applied: Applied{State: AppliedRefused, Message: "bad"}}, metav1.ConditionFalse, string(gwapiv1.GatewayReasonInvalid)},
+		{"no ready replica comes before the proxies' verdict", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true, Deployment: notReady, Applied: Applied{State: AppliedRefused, Message: "bad"}}, metav1.ConditionFalse, "ProxyNotReady"},
+		{"no verdict keeps Programmed and says why", []metav1.Condition{accepted, programmed}, Proxy{Addresses: addrs, CheckReady: true, Deployment: ready, Applied: Applied{Message: "not judged"}}, metav1.ConditionTrue, "Programmed"},
 		{
 			"a Programmed condition already False keeps its reason",
 			[]metav1.Condition{accepted, {Type: programmed.Type, Status: metav1.ConditionFalse, Reason: "Invalid"}},
@@ -212,6 +218,9 @@ func TestProgrammedWaitsForAnAddressAndAReadyProxy(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want[0], got[0]); diff != "" {
 				t.Errorf("Accepted changed (-want +got):\n%s", diff)
+			}
+			if m := tt.proxy.Applied.Message; m != "" && c.Reason != "ProxyNotReady" && !strings.HasSuffix(c.Message, m) {
+				t.Errorf("message %q does not end with the verdict's %q", c.Message, m)
 			}
 		})
 	}
@@ -256,17 +265,20 @@ func TestProxyWarningOnlyAtTheTransition(t *testing.T) {
 	tests := []struct {
 		name      string
 		cur, want []metav1.Condition
+		refused   bool
 		warn      bool
 	}{
-		{"a new Gateway without an address", nil, noAddress, true},
-		{"Programmed turning to no address", programmed(metav1.ConditionTrue, "Programmed"), noAddress, true},
-		{"an address but no ready replica", noAddress, notReady, true},
-		{"still no ready replica", notReady, notReady, false},
-		{"programmed", notReady, programmed(metav1.ConditionTrue, "Programmed"), false},
-		{"not programmed for another reason", nil, programmed(metav1.ConditionFalse, "Invalid"), false},
+		{"a new Gateway without an address", nil, noAddress, false, true},
+		{"Programmed turning to no address", programmed(metav1.ConditionTrue, "Programmed"), noAddress, false, true},
+		{"an address but no ready replica", noAddress, notReady, false, true},
+		{"still no ready replica", notReady, notReady, false, false},
+		{"programmed", notReady, programmed(metav1.ConditionTrue, "Programmed"), false, false},
+		{"not programmed for another reason", nil, programmed(metav1.ConditionFalse, "Invalid"), false, false},
+		{"a proxy refusing the configuration", programmed(metav1.ConditionTrue, "Programmed"), programmed(metav1.ConditionFalse, "Invalid"), true, true},
+		{"a proxy still refusing it", programmed(metav1.ConditionFalse, "Invalid"), programmed(metav1.ConditionFalse, "Invalid"), true, false},
 	}
 	for _, tt := range tests {
-		if got := proxyWarning(tt.cur, tt.want); (got != nil) != tt.warn {
+		if got := proxyWarning(tt.cur, tt.want, tt.refused); (got != nil) != tt.warn {
 			t.Errorf("%s: warning %v, want %v", tt.name, got, tt.warn)
 		}
 	}

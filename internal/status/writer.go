@@ -49,6 +49,10 @@ type Writer struct {
 	// load balancer that never comes): the condition says it, the event makes it visible in
 	// `kubectl get events` once, at the transition.
 	Recorder events.EventRecorder
+	// Applied, when set, judges from the proxies' acknowledgements whether they applied a
+	// Gateway's current generation, which Programmed then waits for (see Programmed); nil
+	// leaves Programmed to the proxy's address and readiness.
+	Applied AppliedJudge
 
 	// LegacyFieldManager is the field manager our status writes had before they were applied
 	// (the process's name, from its user agent: ProcessFieldManager). What it still owns alone
@@ -208,7 +212,7 @@ func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *
 	if w.unchanged("Gateway", src, gatewayWant{want, p.Addresses}) {
 		return false, nil
 	}
-	warn := proxyWarning(src.Status.Conditions, want.Conditions)
+	warn := proxyWarning(src.Status.Conditions, want.Conditions, p.Applied.State == AppliedRefused)
 	ours := Gateway(src.Status, want, p.Addresses, now)
 	st := gatewayStatusApply(ours)
 	wrote, err := apply(ctx, w, "Gateway", src, gatewayWant{want, p.Addresses}, gwapiv1ac.Gateway(src.Name, src.Namespace).WithStatus(st), st, &ours,
@@ -226,12 +230,14 @@ func (w *Writer) writeGateway(ctx context.Context, cs *state.ClusterState, src *
 }
 
 // proxyWarning returns the Programmed condition of want when it turns False, from cur, for a
-// reason of the proxy (AddressNotAssigned, AddressNotUsable, ProxyNotReady); nil otherwise.
-func proxyWarning(cur, want []metav1.Condition) *metav1.Condition {
+// reason of the proxy (AddressNotAssigned, AddressNotUsable, ProxyNotReady, or Invalid when
+// refused says a proxy NACKed the Gateway's configuration); nil otherwise.
+func proxyWarning(cur, want []metav1.Condition, refused bool) *metav1.Condition {
 	next := meta.FindStatusCondition(want, string(gwapiv1.GatewayConditionProgrammed))
 	if next == nil || next.Status != metav1.ConditionFalse ||
 		(next.Reason != string(gwapiv1.GatewayReasonAddressNotAssigned) &&
-			next.Reason != string(gwapiv1.GatewayReasonAddressNotUsable) && next.Reason != conditions.ReasonProxyNotReady) {
+			next.Reason != string(gwapiv1.GatewayReasonAddressNotUsable) && next.Reason != conditions.ReasonProxyNotReady &&
+			(!refused || next.Reason != string(gwapiv1.GatewayReasonInvalid))) {
 		return nil
 	}
 	if prev := meta.FindStatusCondition(cur, next.Type); prev != nil && prev.Status == next.Status && prev.Reason == next.Reason {
