@@ -5,6 +5,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,20 +30,55 @@ const (
 	trustVolume    = "trust-bundle"
 	snapshotVolume = "snapshot-cache"
 	// snapshotLimit bounds the memory-backed volume of the last good snapshot.
-	snapshotLimit   = "64Mi"
-	tokenLifetime   = 3600 // seconds; the kubelet rotates the token at 80% of it
-	containerName   = "proxy"
-	healthPortName  = "health"
-	nonRootUser     = 65532 // distroless nonroot
-	lowPortsSysctl  = "net.ipv4.ip_unprivileged_port_start"
-	portNamePrefix  = "p"
-	terminationWait = 30
+	snapshotLimit  = "64Mi"
+	tokenLifetime  = 3600 // seconds; the kubelet rotates the token at 80% of it
+	containerName  = "proxy"
+	healthPortName = "health"
+	nonRootUser    = 65532 // distroless nonroot
+	lowPortsSysctl = "net.ipv4.ip_unprivileged_port_start"
+	portNamePrefix = "p"
 	// readinessPeriod is how often the kubelet asks a proxy's /readyz (seconds). The default
 	// 10 s would hold a Gateway's Programmed back by up to 10 s after its proxy has its first
 	// snapshot; /readyz is an in-memory read. config/proxy/deployment.yaml (the shared pool)
 	// uses the same period.
 	readinessPeriod = 2
 )
+
+// The proxy's drain on SIGTERM (docs/upgrade.md), rendered into its flags and its pod's grace
+// period from these constants alone, so that the two cannot disagree: the proxy fails
+// readiness and serves on for DrainPeriod while the endpoints of its Services drop it, then
+// gives the connections in flight ShutdownTimeout to finish. The kubelet kills it at
+// TerminationGracePeriod: their sum and ShutdownMargin for the exit itself (the health
+// server's shutdown, at most 1 s, and the close of the tunnels the timeout cut, at most 1 s).
+// config/proxy/deployment.yaml (the shared pool) says the same; a test holds it to these.
+const (
+	DrainPeriod            = 5 * time.Second
+	ShutdownTimeout        = 10 * time.Second
+	ShutdownMargin         = 5 * time.Second
+	TerminationGracePeriod = DrainPeriod + ShutdownTimeout + ShutdownMargin
+)
+
+// DrainArgs are the proxy flags of its drain, given explicitly so that the pod spec shows the
+// timings its grace period was computed from.
+func DrainArgs() []string {
+	return []string{"--drain-period=" + DrainPeriod.String(), "--shutdown-timeout=" + ShutdownTimeout.String()}
+}
+
+// RollingUpdate is how a proxy Deployment rolls, so that an upgrade drops no request: no old
+// pod stops before its replacement is ready (maxUnavailable 0), so the Gateway keeps every
+// replica's capacity, and a single Gateway's only proxy is never gone; one pod is added at a
+// time (maxSurge 1, not 25%): the least spare capacity a rollout can ask of the cluster, and
+// one proxy's bootstrap at a time for the controller, for a proxy that is ready within
+// seconds of starting (a bootstrap and a snapshot), so a rollout takes little longer.
+func RollingUpdate() appsv1.DeploymentStrategy {
+	return appsv1.DeploymentStrategy{
+		Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{
+			MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			MaxSurge:       ptr.To(intstr.FromInt32(1)),
+		},
+	}
+}
 
 // Objects returns every object the model wants, in apply order.
 func Objects(m Model) []Object {
@@ -101,7 +137,9 @@ func requestedIP(gw *gwapiv1.Gateway, typ corev1.ServiceType) string {
 }
 
 // DesiredPodDisruptionBudget keeps all but one proxy pod available during voluntary
-// disruptions; nil at one replica or fewer, where it would block node drains.
+// disruptions; nil at one replica or fewer, where it would block node drains. It rules
+// evictions (a node drain) only: a rollout's pods are replaced by the Deployment controller,
+// which RollingUpdate bounds, and not evicted. An evicted pod drains as on any SIGTERM.
 func DesiredPodDisruptionBudget(m Model) *policyv1.PodDisruptionBudget {
 	if m.replicas() <= 1 {
 		return nil
@@ -126,6 +164,7 @@ func DesiredDeployment(m Model) *appsv1.Deployment {
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(m.replicas()),
 			Selector: &metav1.LabelSelector{MatchLabels: m.selector()},
+			Strategy: RollingUpdate(),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: meta.Annotations},
 				Spec:       m.podSpec(),
@@ -139,7 +178,7 @@ func (m Model) podSpec() corev1.PodSpec {
 		ServiceAccountName:            m.Name,
 		AutomountServiceAccountToken:  ptr.To(false),
 		EnableServiceLinks:            ptr.To(false),
-		TerminationGracePeriodSeconds: ptr.To[int64](terminationWait),
+		TerminationGracePeriodSeconds: ptr.To(int64(TerminationGracePeriod / time.Second)),
 		SecurityContext:               m.podSecurityContext(),
 		Containers:                    []corev1.Container{m.container()},
 		Volumes:                       volumes(),
@@ -186,6 +225,7 @@ func (m Model) container() corev1.Container {
 		fmt.Sprintf("--health-address=:%d", m.HealthPort),
 		"--snapshot-cache=" + wellknown.SnapshotCachePath,
 	}
+	args = append(args, DrainArgs()...)
 	if e := m.http1Engine(); e != "" {
 		args = append(args, wellknown.HTTP1EngineFlag+"="+string(e))
 	}
