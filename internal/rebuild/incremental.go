@@ -46,6 +46,8 @@ type scopeMemo struct {
 type scopeEncoding struct {
 	*encode.Encoded
 	Unchanged bool
+	// Gateways are the Gateways the scope serves.
+	Gateways []*graph.Gateway
 }
 
 // prepare compares the state with the last rebuild's and drops from the graph's rule memo what
@@ -84,7 +86,7 @@ func (inc *incremental) encode(g *graph.Graph, c changes, hook func(cache.Scope)
 			failed = append(failed, ScopeFailure{Scope: encode.Scope(p.Scope), Err: err})
 			continue
 		}
-		out = append(out, scopeEncoding{Encoded: e, Unchanged: e == sm.last})
+		out = append(out, scopeEncoding{Encoded: e, Unchanged: e == sm.last, Gateways: p.Gateways})
 		sm.last = e
 	}
 	return out, failed

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/server/stream"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/identity/trustbundle"
 	"coxswain.dev/coxswain/internal/scopeauth"
@@ -42,9 +43,14 @@ type Pipeline struct {
 	// TrustAnyEndpointSlice, when set, is asked at every rebuild for Graph's
 	// TrustAnyEndpointSlice (the CoxswainConfig's backends.endpointSlices is Any).
 	TrustAnyEndpointSlice func() bool
+	// Proxies, when set, lists what the live streams of a scope on this replica last answered
+	// (discoveryserver.Runner.Proxies): Applied judges from it, and every rebuild records which
+	// Gateway generations each version it publishes holds.
+	Proxies func(cache.Scope) []stream.ProxyState
 
 	scopes      map[cache.Scope]bool
 	inc         incremental
+	ledger      ledger
 	lastTrust   []trustbundle.Target
 	trustSynced bool
 	// scopeHook, when set, runs at the start of every scope's compile, inside the boundary
@@ -165,6 +171,9 @@ func (p *Pipeline) publish(encoded []scopeEncoding, failed []ScopeFailure, chang
 		e := se.Encoded
 		res.Scopes = append(res.Scopes, e.Scope)
 		next[e.Scope] = true
+		// The ledger learns a version before any stream can send it, so no ACK is of a
+		// version it does not know.
+		p.recordVersion(se)
 		if se.Unchanged && p.scopes[e.Scope] {
 			continue
 		}
@@ -193,12 +202,23 @@ func (p *Pipeline) publish(encoded []scopeEncoding, failed []ScopeFailure, chang
 			continue
 		}
 		delete(p.scopes, scope)
+		p.ledger.forget(scope)
 		if p.Cache.Delete(scope) {
 			res.Removed = append(res.Removed, scope)
 		}
 	}
 	sortScopes(res.Removed)
 	return res, nil
+}
+
+// recordVersion notes in the ledger which Gateway generations the version of se holds, and
+// drops the versions no live stream of its scope holds any more.
+func (p *Pipeline) recordVersion(se scopeEncoding) {
+	if p.Proxies == nil {
+		return
+	}
+	p.ledger.record(se.Scope, se.Version, se.Gateways)
+	p.ledger.prune(se.Scope, p.Proxies(se.Scope))
 }
 
 func sortScopes(s []cache.Scope) {

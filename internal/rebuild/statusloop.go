@@ -27,8 +27,10 @@ type statusLoop struct {
 	w    StatusWriter
 	wake chan struct{}
 
-	mu      sync.Mutex
-	next    *statusJob
+	mu   sync.Mutex
+	next *statusJob
+	// last is the job taken last, which again offers once more.
+	last    *statusJob
 	busy    bool
 	written int
 }
@@ -59,7 +61,27 @@ func (l *statusLoop) take() *statusJob {
 	defer l.mu.Unlock()
 	job := l.next
 	l.next, l.busy = nil, job != nil
+	if job != nil {
+		l.last = job
+	}
 	return job
+}
+
+// again writes the latest graph once more, unless a newer one waits already: what the status
+// is computed from besides the graph (the proxies' acknowledgements) changed. Calls coalesce.
+func (l *statusLoop) again() {
+	l.mu.Lock()
+	if l.next == nil {
+		l.next = l.last
+	}
+	wake := l.next != nil
+	l.mu.Unlock()
+	if wake {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // done ends a write of job: its count is added, and a failed job is put back unless a newer one
