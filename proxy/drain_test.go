@@ -164,10 +164,12 @@ func TestDrainCutsWhatTheTimeoutLeaves(t *testing.T) {
 			refused := false
 			for !refused && time.Since(sigterm) < timeout {
 				c, err := (&net.Dialer{}).DialContext(context.Background(), "tcp", px.plain)
-				if refused = err != nil; !refused {
-					_ = c.Close()
-					time.Sleep(10 * time.Millisecond)
+				if err != nil {
+					refused = true
+					break
 				}
+				_ = c.Close()
+				time.Sleep(10 * time.Millisecond)
 			}
 			if !refused {
 				t.Errorf("without a drain period, the listener still accepted %s after SIGTERM", timeout)
@@ -422,8 +424,12 @@ func (h *h1Conn) upgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, err := http.ReadResponse(h.br, nil)
-	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade: %v %v", resp, err)
+	if err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	_ = resp.Body.Close() // none: the tunnel's bytes follow in h.br
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade answered %s", resp.Status)
 	}
 	if err := h.echo("before SIGTERM"); err != nil {
 		t.Fatal(err)
