@@ -172,6 +172,10 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 	)
 	// A Gateway's scope and SVID go only to the ServiceAccount the provisioner created for it.
 	authority.RequireOwnership(scopeauth.CachedOwnership(mgr.GetCache()))
+	pipeline, err := newPipeline(mgr, o, store, snapshots, authority, isLeader)
+	if err != nil {
+		return err
+	}
 	disc, err := discoveryserver.Setup(mgr, discoveryserver.SetupOptions{
 		Namespace:      o.namespace,
 		PodName:        os.Getenv("POD_NAME"),
@@ -181,6 +185,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		Board:          board,
 		Snapshots:      snapshots,
 		Scopes:         authority,
+		OnAnswer:       pipeline.Answered,
 		Limits:         *o.limits,
 	})
 	if err != nil {
@@ -194,39 +199,15 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		disc.Allowlist.Replace(ids)
 	})
 	authority.OnChange(disc.Runner.Reauthorize)
-	metrics, err := rebuild.NewMetrics(crmetrics.Registry)
-	if err != nil {
-		return err
-	}
+	pipeline.TrustCopies, pipeline.Proxies = disc.TrustCopies, disc.Runner.Proxies
 	provisionMetrics, err := controllers.NewProvisionMetrics(crmetrics.Registry)
 	if err != nil {
 		return err
 	}
 	gw := &controllers.GatewayAPIReconciler{
-		Client: mgr.GetClient(),
-		Cache:  mgr.GetCache(),
-		Pipeline: &rebuild.Pipeline{
-			Graph:       graph.Options{Namespace: o.namespace},
-			Cache:       snapshots,
-			Authority:   authority,
-			IsLeader:    isLeader,
-			TrustCopies: disc.TrustCopies,
-			Metrics:     metrics,
-			SharedPoolLimits: func() (int32, int32) {
-				s := store.Get()
-				return s.MaxSharedGatewaysPerNamespace, s.MaxSharedPortsPerNamespace
-			},
-			TrustAnyEndpointSlice: func() bool {
-				return store.Get().EndpointSlices == v1alpha1.EndpointSliceTrustAny
-			},
-			Status: &status.Writer{
-				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
-				LegacyFieldManager:    status.ProcessFieldManager(),
-				Namespace:             o.namespace,
-				Recorder:              mgr.GetEventRecorder("coxswain"),
-				SharedProxyDeployment: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
-			},
-		},
+		Client:          mgr.GetClient(),
+		Cache:           mgr.GetCache(),
+		Pipeline:        pipeline,
 		Debouncer:       rebuild.NewDebouncer(rebuild.DefaultInterval, nil),
 		Elected:         elected,
 		SettingsChanged: store.Subscribe(),
@@ -252,6 +233,39 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		return fmt.Errorf("set up provisioning controller: %w", err)
 	}
 	return nil
+}
+
+// newPipeline builds the translation pipeline and its status writer, which judges a Gateway
+// Programmed once its proxies applied its generation: the discovery server, built after it,
+// tells it every proxy's answer (its Proxies and TrustCopies are set once that exists).
+func newPipeline(mgr ctrl.Manager, o *options, store *settings.Store, snapshots *snapcache.Cache, authority *scopeauth.Authority, isLeader func() bool) (*rebuild.Pipeline, error) {
+	metrics, err := rebuild.NewMetrics(crmetrics.Registry)
+	if err != nil {
+		return nil, err
+	}
+	pipeline := &rebuild.Pipeline{
+		Graph:     graph.Options{Namespace: o.namespace},
+		Cache:     snapshots,
+		Authority: authority,
+		IsLeader:  isLeader,
+		Metrics:   metrics,
+		SharedPoolLimits: func() (int32, int32) {
+			s := store.Get()
+			return s.MaxSharedGatewaysPerNamespace, s.MaxSharedPortsPerNamespace
+		},
+		TrustAnyEndpointSlice: func() bool {
+			return store.Get().EndpointSlices == v1alpha1.EndpointSliceTrustAny
+		},
+	}
+	pipeline.Status = &status.Writer{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+		LegacyFieldManager:    status.ProcessFieldManager(),
+		Namespace:             o.namespace,
+		Recorder:              mgr.GetEventRecorder("coxswain"),
+		SharedProxyDeployment: types.NamespacedName{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
+		Applied:               pipeline.Applied,
+	}
+	return pipeline, nil
 }
 
 // proxyDefaults are what a dedicated proxy gets when its parameters say nothing, and where it
