@@ -1,0 +1,218 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/server/servertest"
+	"coxswain.dev/coxswain/discovery/server/stream"
+	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/rebuild"
+	"coxswain.dev/coxswain/internal/scopeauth"
+	"coxswain.dev/coxswain/internal/status"
+)
+
+// startAppliedGatewayAPI runs the reconciler as main wires it for Programmed: a real stream
+// listener on loopback mTLS serves the pipeline's snapshots and tells it every answer, and the
+// status writer judges from them. namespace is the operator's. It returns the harness and the
+// listener's address with its PKI.
+func startAppliedGatewayAPI(t *testing.T, namespace string) (*gatewayAPI, string, *servertest.PKI) {
+	t.Helper()
+	h := &gatewayAPI{t: t, c: newGatewayClient(t), cache: cache.New(nil), auth: scopeauth.New(), metrics: prometheus.NewRegistry()}
+	h.leader.Store(true)
+	metrics, err := rebuild.NewMetrics(h.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.pipeline = &rebuild.Pipeline{
+		Graph: graph.Options{Namespace: namespace},
+		Cache: h.cache, Authority: h.auth, IsLeader: h.leader.Load, Metrics: metrics,
+	}
+	pki := servertest.NewPKI(t)
+	srv, err := stream.New(stream.Config{
+		TrustDomain: pki.TD, Bundles: pki.Bundle, Cache: h.cache, Scopes: h.auth,
+		InstallNamespace: namespace, OnAnswer: h.pipeline.Answered,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := srv.NewGRPCServer(pki.StreamServerTLS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	addr := servertest.Serve(t, gs)
+	h.pipeline.Proxies = srv.Proxies
+	h.debouncer = rebuild.NewDebouncer(20*time.Millisecond, nil)
+	runManager(t, ctrl.Options{Scheme: gatewayScheme, Cache: crcache.Options{ByObject: GatewayAPICacheOptions()}}, func(mgr ctrl.Manager) error {
+		h.pipeline.Status = &status.Writer{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: namespace,
+			Recorder: mgr.GetEventRecorder("coxswain"), Applied: h.pipeline.Applied,
+		}
+		r := &GatewayAPIReconciler{Client: mgr.GetClient(), Cache: mgr.GetCache(), Pipeline: h.pipeline, Debouncer: h.debouncer, afterRebuild: h.record}
+		return r.SetupWithManager(mgr)
+	})
+	return h, addr, pki
+}
+
+// fakeProxy answers every snapshot of its stream as told: with a NACK carrying refuse when that
+// is set, else with an ACK; while hold is set, an answer waits until hold is closed.
+type fakeProxy struct {
+	mu     sync.Mutex
+	refuse string
+	hold   chan struct{}
+	// answered counts the answers sent.
+	answered int
+}
+
+func (f *fakeProxy) set(refuse string, hold chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refuse, f.hold = refuse, hold
+}
+
+func (f *fakeProxy) answers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.answered
+}
+
+// run subscribes to the shared pool as its proxy over mTLS and answers until the test ends.
+func (f *fakeProxy) run(t *testing.T, addr string, pki *servertest.PKI, namespace string) {
+	t.Helper()
+	id := "spiffe://" + servertest.TrustDomain + "/ns/" + namespace + "/sa/" + wellknown.SharedProxyServiceAccount
+	conn := servertest.Dial(t, addr, pki.StreamClientTLS(pki.SVID(t, id)))
+	s, err := discoveryv1.NewDiscoveryClient(conn).Stream(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Send(&discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Subscribe{Subscribe: &discoveryv1.Subscribe{
+		WireVersion: discoveryv1.WireVersion, NodeId: "proxy-0", Scope: cache.SharedPool().Proto(),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		for {
+			msg, err := s.Recv()
+			if err != nil {
+				return // the test ended
+			}
+			if err := f.answer(s, msg.GetSnapshot()); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+func (f *fakeProxy) answer(s discoveryv1.Discovery_StreamClient, snap *discoveryv1.Snapshot) error {
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-s.Context().Done():
+			return s.Context().Err()
+		}
+	}
+	f.mu.Lock()
+	refuse := f.refuse
+	f.answered++
+	f.mu.Unlock()
+	if refuse != "" {
+		return s.Send(&discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Nack{Nack: &discoveryv1.Nack{
+			Version: snap.GetVersion(), Nonce: snap.GetNonce(), Detail: refuse,
+		}}})
+	}
+	return s.Send(&discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Ack{Ack: &discoveryv1.Ack{
+		Version: snap.GetVersion(), Nonce: snap.GetNonce(),
+	}}})
+}
+
+// programmedAt checks the stored Gateway's Programmed condition: its status, reason, that its
+// message holds msg, and that it was computed for generation.
+func programmedAt(h *gatewayAPI, ns, name string, st metav1.ConditionStatus, reason, msg string, generation int64) func() error {
+	return func() error {
+		var gw gwapiv1.Gateway
+		h.get(&gw, ns, name)
+		c := meta.FindStatusCondition(gw.Status.Conditions, string(gwapiv1.GatewayConditionProgrammed))
+		switch {
+		case c == nil:
+			return errors.New("no Programmed condition")
+		case c.Status != st || c.Reason != reason || !strings.Contains(c.Message, msg):
+			return fmt.Errorf("Programmed is %s/%s (%s), want %s/%s with %q", c.Status, c.Reason, c.Message, st, reason, msg)
+		case c.ObservedGeneration != generation || gw.Generation != generation:
+			return fmt.Errorf("Programmed is of generation %d, the Gateway at %d, want %d", c.ObservedGeneration, gw.Generation, generation)
+		}
+		return nil
+	}
+}
+
+// Tests against the real API server and a real mTLS stream that Programmed means applied: a
+// proxy that NACKs leaves the Gateway Programmed=False (Invalid) with the proxy's error and a
+// Warning event; one that ACKs makes it Programmed=True at the generation it applied; and a new
+// generation is Programmed=Unknown (Pending) until the proxy ACKs a snapshot holding it.
+func TestProgrammedFollowsTheProxysAnswers(t *testing.T) {
+	ns := newNamespace(t)
+	h, addr, pki := startAppliedGatewayAPI(t, ns)
+	proxy := &fakeProxy{refuse: "listener " + ns + "/web/80: certificate does not match its key"}
+	proxy.run(t, addr, pki, ns)
+
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	h.create(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: wellknown.SharedGatewayServiceName(ns, "web"),
+			Annotations: map[string]string{graph.SharedServiceGatewayAnnotation: ns + "/web"},
+		},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(20042)}}},
+	})
+	gw := newGateway(ns, "web", class)
+	h.create(gw)
+	eventually(t, "a refused generation 1 is Programmed=False with the proxy's error",
+		programmedAt(h, ns, "web", metav1.ConditionFalse, string(gwapiv1.GatewayReasonInvalid), "certificate does not match its key", 1))
+	eventually(t, "a Warning event says the proxy refused it", warningEvent(h, ns, "web", string(gwapiv1.GatewayReasonInvalid)))
+
+	// The proxy accepts from now on; the refused version is not sent again, generation 2 is.
+	proxy.set("", nil)
+	editSpec(t, h.c, gw, func(g *gwapiv1.Gateway) { g.Spec.Listeners[0].Port = 81 })
+	eventually(t, "an acknowledged generation 2 is Programmed=True",
+		programmedAt(h, ns, "web", metav1.ConditionTrue, string(gwapiv1.GatewayReasonProgrammed), "", 2))
+
+	// Generation 3 waits for an ACK the proxy holds back.
+	hold := make(chan struct{})
+	proxy.set("", hold)
+	before := proxy.answers()
+	editSpec(t, h.c, gw, func(g *gwapiv1.Gateway) { g.Spec.Listeners[0].Port = 82 })
+	eventually(t, "generation 3 not yet acknowledged is Programmed=Unknown, Pending",
+		programmedAt(h, ns, "web", metav1.ConditionUnknown, string(gwapiv1.GatewayReasonPending), "apply generation 3", 3))
+	time.Sleep(300 * time.Millisecond) // long enough for a wrong write to land; no synchronisation rests on it
+	if err := programmedAt(h, ns, "web", metav1.ConditionUnknown, string(gwapiv1.GatewayReasonPending), "", 3)(); err != nil {
+		t.Fatalf("without an ACK: %v", err)
+	}
+	close(hold)
+	eventually(t, "generation 3 acknowledged is Programmed=True",
+		programmedAt(h, ns, "web", metav1.ConditionTrue, string(gwapiv1.GatewayReasonProgrammed), "", 3))
+	if proxy.answers() == before {
+		t.Error("Programmed turned True without an answer from the proxy")
+	}
+}
