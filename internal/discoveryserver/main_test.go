@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,7 +55,10 @@ type controller struct {
 	*Components
 	board    *readiness.Board
 	settings *settings.Store
-	stop     func()
+	// snapshots is what the stream listener serves; answered counts the OnAnswer calls.
+	snapshots *cache.Cache
+	answered  atomic.Int64
+	stop      func()
 }
 
 // startController runs a replica in namespace with s until the test ends or stop is called.
@@ -74,13 +78,15 @@ func startControllerWith(t *testing.T, config *rest.Config, logger logr.Logger, 
 		t.Fatal(err)
 	}
 	c := &controller{
-		board:    readiness.NewBoard(v1alpha1.ConditionCAReady, v1alpha1.ConditionDiscoveryServing, v1alpha1.ConditionTrustBundlePublished),
-		settings: settings.NewStore(s),
+		board:     readiness.NewBoard(v1alpha1.ConditionCAReady, v1alpha1.ConditionDiscoveryServing, v1alpha1.ConditionTrustBundlePublished),
+		settings:  settings.NewStore(s),
+		snapshots: cache.New(time.Now),
 	}
 	c.Components, err = Setup(mgr, SetupOptions{
 		Namespace: namespace, PodName: "coxswain-controller-0", ConfigName: "coxswain",
 		Settings: c.settings, Board: c.board, Host: "127.0.0.1",
-		Snapshots: cache.New(time.Now), Scopes: noGateways{},
+		Snapshots: c.snapshots, Scopes: noGateways{},
+		OnAnswer: func(cache.Scope) { c.answered.Add(1) },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package discoveryserver
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"net"
@@ -12,8 +13,11 @@ import (
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +27,7 @@ import (
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/client"
 	"coxswain.dev/coxswain/discovery/pki/pkitest"
+	snapcache "coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
@@ -120,6 +125,7 @@ func TestEndToEndBootstrap(t *testing.T) {
 		t.Fatalf("SVID names URIs %v DNS %v; want only %s", leaf.URIs, leaf.DNSNames, want)
 	}
 	requireStreamHandshake(t, addrs.Stream, svid)
+	requireAnswersReported(t, c, addrs.Stream, svid)
 
 	_, err = client.Bootstrap(t.Context(), client.BootstrapConfig{
 		Address: addrs.Bootstrap, ServerName: serverName,
@@ -129,6 +135,58 @@ func TestEndToEndBootstrap(t *testing.T) {
 		t.Fatalf("bootstrap of an identity off the allowlist = %v; want PermissionDenied", err)
 	}
 	requireRejectedEvent(t, ns, "coxswain-system/intruder")
+}
+
+// requireAnswersReported subscribes to the shared pool with svid, ACKs its snapshot, and
+// requires the Runner to list the stream with that ACK and OnAnswer to have heard of it.
+func requireAnswersReported(t *testing.T, c *controller, addr string, svid *client.SVID) {
+	t.Helper()
+	r, err := snapcache.NewResource("listener", wrapperspb.String("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.snapshots.Set(snapcache.SharedPool(), []*discoveryv1.Resource{r}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Runner.Proxies(snapcache.SharedPool()); len(got) != 0 {
+		t.Fatalf("Proxies before any stream = %+v", got)
+	}
+	td := spiffeid.RequireTrustDomainFromString(wellknown.DefaultTrustDomain)
+	controllerID := spiffeid.RequireFromString("spiffe://cluster.local/ns/coxswain-system/sa/" + wellknown.ControllerServiceAccount)
+	cfg := tlsconfig.MTLSClient(tlsconfig.NewRotatingCertificate(svid.Certificate), tlsconfig.NewRotatingBundle(svid.Bundle), td, tlsconfig.AuthorizeID(controllerID))
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	s, err := discoveryv1.NewDiscoveryClient(conn).Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Subscribe{Subscribe: &discoveryv1.Subscribe{
+		WireVersion: discoveryv1.WireVersion, NodeId: "proxy-0", Scope: snapcache.SharedPool().Proto(),
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := msg.GetSnapshot()
+	if err := s.Send(&discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Ack{Ack: &discoveryv1.Ack{
+		Version: snap.GetVersion(), Nonce: snap.GetNonce(),
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the Runner lists the stream's ACK", func() bool {
+		got := c.Runner.Proxies(snapcache.SharedPool())
+		return len(got) == 1 && got[0].NodeID == "proxy-0" && got[0].Acked == snap.GetVersion()
+	})
+	if n := c.answered.Load(); n < 2 { // the stream opening, its ACK
+		t.Errorf("OnAnswer heard %d times, want at least 2", n)
+	}
 }
 
 // writeTrustBundle writes the published ConfigMap's ca.crt where a proxy would mount it.
