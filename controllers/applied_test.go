@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,17 +13,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"coxswain.dev/coxswain/api/v1alpha1"
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/servertest"
 	"coxswain.dev/coxswain/discovery/server/stream"
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/provision"
 	"coxswain.dev/coxswain/internal/rebuild"
 	"coxswain.dev/coxswain/internal/scopeauth"
 	"coxswain.dev/coxswain/internal/status"
@@ -93,17 +98,18 @@ func (f *fakeProxy) answers() int {
 	return f.answered
 }
 
-// run subscribes to the shared pool as its proxy over mTLS and answers until the test ends.
-func (f *fakeProxy) run(t *testing.T, addr string, pki *servertest.PKI, namespace string) {
+// run subscribes to scope over mTLS as ServiceAccount namespace/sa and answers until the test
+// ends.
+func (f *fakeProxy) run(t *testing.T, addr string, pki *servertest.PKI, namespace, sa string, scope cache.Scope) {
 	t.Helper()
-	id := "spiffe://" + servertest.TrustDomain + "/ns/" + namespace + "/sa/" + wellknown.SharedProxyServiceAccount
+	id := "spiffe://" + servertest.TrustDomain + "/ns/" + namespace + "/sa/" + sa
 	conn := servertest.Dial(t, addr, pki.StreamClientTLS(pki.SVID(t, id)))
 	s, err := discoveryv1.NewDiscoveryClient(conn).Stream(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = s.Send(&discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Subscribe{Subscribe: &discoveryv1.Subscribe{
-		WireVersion: discoveryv1.WireVersion, NodeId: "proxy-0", Scope: cache.SharedPool().Proto(),
+		WireVersion: discoveryv1.WireVersion, NodeId: "proxy-0", Scope: scope.Proto(),
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -168,15 +174,16 @@ func programmedAt(h *gatewayAPI, ns, name string, st metav1.ConditionStatus, rea
 	}
 }
 
-// Tests against the real API server and a real mTLS stream that Programmed means applied: a
-// proxy that NACKs leaves the Gateway Programmed=False (Invalid) with the proxy's error and a
-// Warning event; one that ACKs makes it Programmed=True at the generation it applied; and a new
+// Tests against the real API server and a real mTLS stream that Programmed means applied, in
+// the shared pool: a proxy that NACKs leaves the Gateway Programmed=False (Invalid) with a
+// Warning event, naming the proxy but not copying its error, which may concern another tenant's
+// Gateway; one that ACKs makes it Programmed=True at the generation it applied; and a new
 // generation is Programmed=Unknown (Pending) until the proxy ACKs a snapshot holding it.
 func TestProgrammedFollowsTheProxysAnswers(t *testing.T) {
 	ns := newNamespace(t)
 	h, addr, pki := startAppliedGatewayAPI(t, ns)
-	proxy := &fakeProxy{refuse: "listener " + ns + "/web/80: certificate does not match its key"}
-	proxy.run(t, addr, pki, ns)
+	proxy := &fakeProxy{refuse: "listener other/web/443: certificate does not match its key"}
+	proxy.run(t, addr, pki, ns, wellknown.SharedProxyServiceAccount, cache.SharedPool())
 
 	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
 	h.create(&corev1.Service{
@@ -188,9 +195,14 @@ func TestProgrammedFollowsTheProxysAnswers(t *testing.T) {
 	})
 	gw := newGateway(ns, "web", class)
 	h.create(gw)
-	eventually(t, "a refused generation 1 is Programmed=False with the proxy's error",
-		programmedAt(h, ns, "web", metav1.ConditionFalse, string(gwapiv1.GatewayReasonInvalid), "certificate does not match its key", 1))
+	eventually(t, "a refused generation 1 is Programmed=False, naming the proxy",
+		programmedAt(h, ns, "web", metav1.ConditionFalse, string(gwapiv1.GatewayReasonInvalid), "Proxy proxy-0", 1))
 	eventually(t, "a Warning event says the proxy refused it", warningEvent(h, ns, "web", string(gwapiv1.GatewayReasonInvalid)))
+	var stored gwapiv1.Gateway
+	h.get(&stored, ns, "web")
+	if c := meta.FindStatusCondition(stored.Status.Conditions, string(gwapiv1.GatewayConditionProgrammed)); strings.Contains(c.Message, "other/web") {
+		t.Errorf("a shared pool Gateway's status copies the proxy's error: %q", c.Message)
+	}
 
 	// The proxy accepts from now on; the refused version is not sent again, generation 2 is.
 	proxy.set("", nil)
@@ -214,5 +226,62 @@ func TestProgrammedFollowsTheProxysAnswers(t *testing.T) {
 		programmedAt(h, ns, "web", metav1.ConditionTrue, string(gwapiv1.GatewayReasonProgrammed), "", 3))
 	if proxy.answers() == before {
 		t.Error("Programmed turned True without an answer from the proxy")
+	}
+}
+
+// Tests against the real API server and a real mTLS stream that a dedicated Gateway, once its
+// provisioned proxy has an address and a ready replica, is Programmed=False (Invalid) with its
+// proxy's error while the proxy NACKs, and Programmed=True at the generation the proxy ACKs.
+func TestDedicatedGatewayShowsItsProxysRefusal(t *testing.T) {
+	ns := newNamespace(t)
+	h, addr, pki := startAppliedGatewayAPI(t, ns)
+	startProvision(t, ns)
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	h.create(&v1alpha1.CoxswainGatewayParameters{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "params"}})
+	gw := dedicatedGateway(ns, "edge", class)
+	h.create(gw)
+	name := wellknown.DedicatedProxyName("edge", class)
+	h.readyProxy(ns, name, "203.0.113.9")
+
+	proxy := &fakeProxy{refuse: "listener " + ns + "/edge/80: certificate does not match its key"}
+	proxy.run(t, addr, pki, ns, name, cache.Gateway(ns, "edge"))
+	eventually(t, "a refused generation 1 is Programmed=False with the proxy's error",
+		programmedAt(h, ns, "edge", metav1.ConditionFalse, string(gwapiv1.GatewayReasonInvalid), "edge/80: certificate does not match its key", 1))
+
+	proxy.set("", nil)
+	editSpec(t, h.c, gw, func(g *gwapiv1.Gateway) { g.Spec.Listeners[0].Port = 81 })
+	eventually(t, "an acknowledged generation 2 is Programmed=True",
+		programmedAt(h, ns, "edge", metav1.ConditionTrue, string(gwapiv1.GatewayReasonProgrammed), "", 2))
+}
+
+// readyProxy plays the cloud controller and the kubelet for the provisioned proxy name: its
+// Service gets the load balancer address, its Pod is reported ready.
+func (h *gatewayAPI) readyProxy(ns, name, address string) {
+	h.t.Helper()
+	ctx := context.Background()
+	var svc corev1.Service
+	eventually(h.t, "the proxy Service exists", func() error {
+		return h.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &svc)
+	})
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: address}}
+	if err := h.c.Status().Update(ctx, &svc); err != nil {
+		h.t.Fatal(err)
+	}
+	var pod corev1.Pod
+	eventually(h.t, "a proxy Pod exists", func() error {
+		var pods corev1.PodList
+		if err := h.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{provision.InstanceLabel: name}); err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return errors.New("no Pod yet")
+		}
+		pod = pods.Items[0]
+		return nil
+	})
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	if err := h.c.Status().Update(ctx, &pod); err != nil {
+		h.t.Fatal(err)
 	}
 }

@@ -16,12 +16,15 @@ const noStreamsHere = "no proxy of the Gateway streams from the controller repli
 	"so its ready replicas stand for having applied it"
 
 // judge is the verdict on generation gen of a Gateway from the answers of its scope's live
-// streams, holds saying whether a version holds that generation. A stream counts once its proxy
+// streams, holds saying whether a version holds that generation. shared says the scope is the
+// shared pool, whose snapshot holds every tenant's Gateways: a proxy's error there may be about
+// another namespace's Gateway (its name, hostnames, certificate problems), so it is not copied
+// into this Gateway's status, which its own tenant reads; the controller's log has it. A stream counts once its proxy
 // answered something on it: one that has not (a proxy starting, or reconnecting with the
 // snapshot it had) would otherwise turn every reconnect into a Pending. A proxy that refused a
 // version holding gen, and acknowledged none since, makes it Refused; any other proxy that has
 // not acknowledged such a version makes it Pending; when all have, it is applied.
-func judge(gen int64, proxies []stream.ProxyState, holds func(version string) bool) status.Applied {
+func judge(gen int64, shared bool, proxies []stream.ProxyState, holds func(version string) bool) status.Applied {
 	if len(proxies) == 0 {
 		return status.Applied{State: status.AppliedUnknown, Message: noStreamsHere}
 	}
@@ -40,6 +43,12 @@ func judge(gen int64, proxies []stream.ProxyState, holds func(version string) bo
 		}
 	}
 	switch {
+	case refused != nil && shared:
+		return status.Applied{State: status.AppliedRefused, Message: fmt.Sprintf(
+			"Proxy %s (%s) of the shared pool refused the snapshot %s holding generation %d and keeps serving the one it had; "+
+				"its error may concern another Gateway of the pool and is not shown here: "+
+				"the controller's log has it (\"Proxy rejected snapshot\", version %s)",
+			refused.NodeID, refused.SPIFFEID, short(refused.Nacked), gen, refused.Nacked)}
 	case refused != nil:
 		return status.Applied{State: status.AppliedRefused, Message: fmt.Sprintf(
 			"Proxy %s (%s) refused the snapshot %s holding generation %d and keeps serving the one it had: %s",
@@ -69,7 +78,7 @@ func (p *Pipeline) Applied(scope cache.Scope, key types.NamespacedName, uid type
 	if p.Proxies == nil {
 		return status.Applied{}
 	}
-	return judge(gen, p.Proxies(scope), func(version string) bool {
+	return judge(gen, scope.Kind == cache.KindSharedPool, p.Proxies(scope), func(version string) bool {
 		return p.ledger.holds(scope, version, key, uid, gen)
 	})
 }

@@ -27,24 +27,29 @@ func TestJudge(t *testing.T) {
 	silent := stream.ProxyState{NodeID: "new", InFlight: "v2"}
 	tests := []struct {
 		name    string
+		shared  bool
 		proxies []stream.ProxyState
 		want    status.AppliedState
 		message string
 	}{
-		{"no stream on this replica is not judged", nil, status.AppliedUnknown, "no proxy of the Gateway streams from the controller replica"},
-		{"every proxy acknowledged a version holding the generation", []stream.ProxyState{acked("a", "v2"), acked("b", "v3")}, status.AppliedYes, ""},
-		{"a proxy that acknowledged an older version is waited for", []stream.ProxyState{acked("a", "v2"), acked("b", "v1")}, status.AppliedPending, "1 of 2 did"},
-		{"a proxy that refused a version holding the generation refuses it", []stream.ProxyState{acked("a", "v2"), nacked("b", "v1", "v2", "bad TLS key")}, status.AppliedRefused, "Proxy b () refused the snapshot v2 holding generation 7 and keeps serving the one it had: bad TLS key"},
-		{"a proxy that refused from its first snapshot refuses it", []stream.ProxyState{nacked("a", "", "v3", "no")}, status.AppliedRefused, ": no"},
-		{"a refusal of an older version is only waiting", []stream.ProxyState{nacked("a", "v1", "v1", "old")}, status.AppliedPending, "0 of 1 did"},
-		{"a stream that answered nothing yet is not counted", []stream.ProxyState{acked("a", "v2"), silent}, status.AppliedYes, ""},
-		{"streams that all answered nothing yet are waited for", []stream.ProxyState{silent, silent}, status.AppliedPending, "the 2 connected proxies"},
-		{"a version the ledger does not know is not applied", []stream.ProxyState{acked("a", "forgotten")}, status.AppliedPending, "0 of 1 did"},
+		{"no stream on this replica is not judged", false, nil, status.AppliedUnknown, "no proxy of the Gateway streams from the controller replica"},
+		{"every proxy acknowledged a version holding the generation", false, []stream.ProxyState{acked("a", "v2"), acked("b", "v3")}, status.AppliedYes, ""},
+		{"a proxy that acknowledged an older version is waited for", false, []stream.ProxyState{acked("a", "v2"), acked("b", "v1")}, status.AppliedPending, "1 of 2 did"},
+		{"a proxy that refused a version holding the generation refuses it", false, []stream.ProxyState{acked("a", "v2"), nacked("b", "v1", "v2", "bad TLS key")}, status.AppliedRefused, "Proxy b () refused the snapshot v2 holding generation 7 and keeps serving the one it had: bad TLS key"},
+		{"a proxy that refused from its first snapshot refuses it", false, []stream.ProxyState{nacked("a", "", "v3", "no")}, status.AppliedRefused, ": no"},
+		{"a refusal of an older version is only waiting", false, []stream.ProxyState{nacked("a", "v1", "v1", "old")}, status.AppliedPending, "0 of 1 did"},
+		{"a stream that answered nothing yet is not counted", false, []stream.ProxyState{acked("a", "v2"), silent}, status.AppliedYes, ""},
+		{"a shared pool proxy's refusal does not show its error", true, []stream.ProxyState{nacked("a", "v1", "v2", "listener other/secret/443: bad key")}, status.AppliedRefused, "not shown here"},
+		{"streams that all answered nothing yet are waited for", false, []stream.ProxyState{silent, silent}, status.AppliedPending, "the 2 connected proxies"},
+		{"a version the ledger does not know is not applied", false, []stream.ProxyState{acked("a", "forgotten")}, status.AppliedPending, "0 of 1 did"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := judge(7, tt.proxies, holds)
+			got := judge(7, tt.shared, tt.proxies, holds)
+			if tt.shared && strings.Contains(got.Message, "bad key") {
+				t.Errorf("the shared pool's verdict copies the proxy's error: %q", got.Message)
+			}
 			if got.State != tt.want || !strings.Contains(got.Message, tt.message) {
 				t.Errorf("judge = %+v, want state %d with a message containing %q", got, tt.want, tt.message)
 			}
