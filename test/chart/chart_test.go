@@ -37,6 +37,8 @@ var modes = []mode{
 	{name: "external", dir: "overlays/external-ca", values: []string{"discovery.ca.mode=external"}},
 	{name: "cert-manager", dir: "overlays/cert-manager", values: []string{"discovery.ca.mode=external", "discovery.ca.certManager.enabled=true"}},
 	{name: "namespace-gate", dir: "overlays/namespace-gate", values: []string{"networkPolicy.namespaceGate=true"}},
+	// config/default with the component config/components/monitoring.
+	{name: "monitoring", dir: "overlays/monitoring", values: []string{"metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true"}},
 }
 
 // TestChartRendersKustomizeObjects renders the chart and builds the kustomize variant of each
@@ -126,6 +128,8 @@ func TestChartRefusesInconsistentValues(t *testing.T) {
 		{[]string{"proxy.image.digest=sha256:abc"}, "at '/proxy/image/digest'"},
 		{[]string{"admissionPolicy.extraProxyImages={a'b}"}, "at '/admissionPolicy/extraProxyImages/0'"},
 		{[]string{"controller.replicas=-1"}, "at '/controller/replicas'"},
+		{[]string{"metrics.podMonitor.interval=30"}, "at '/metrics/podMonitor/interval'"},
+		{[]string{"metrics.serviceMonitor.scheme=http"}, "additional properties 'scheme' not allowed"},
 	} {
 		_, stderr, err := runHelm(t, templateArgs(tc.values)...)
 		if err == nil || !strings.Contains(stderr, tc.want) {
@@ -213,6 +217,51 @@ func TestChartValuesReachObjects(t *testing.T) {
 	want := "['" + proxyRef + "', 'registry.example/custom:1']"
 	if got := vars[0].(map[string]any); got["name"] != "proxyImages" || got["expression"] != want {
 		t.Errorf("admission policy variable %v, want proxyImages %s", got, want)
+	}
+}
+
+// TestChartMonitoringValues checks that the scrape objects are off by default, each switch
+// renders its own, and their labels and interval values reach them, ours over the value's.
+func TestChartMonitoringValues(t *testing.T) {
+	for k := range byKey(t, helmTemplate(t)) {
+		if strings.HasPrefix(k, "monitoring.coreos.com/") || strings.HasSuffix(k, "/coxswain-controller-metrics") {
+			t.Errorf("the default values render %s", k)
+		}
+	}
+	const (
+		serviceMonitor = "monitoring.coreos.com/v1/ServiceMonitor/" + namespace + "/coxswain-controller"
+		podMonitor     = "monitoring.coreos.com/v1/PodMonitor/" + namespace + "/coxswain-proxy"
+		service        = "v1/Service/" + namespace + "/coxswain-controller-metrics"
+	)
+	onlyPods := byKey(t, helmTemplate(t, "metrics.podMonitor.enabled=true"))
+	if _, ok := onlyPods[serviceMonitor]; ok {
+		t.Error("metrics.podMonitor alone renders the ServiceMonitor")
+	}
+	if _, ok := onlyPods[service]; ok {
+		t.Error("metrics.podMonitor alone renders the operator's metrics Service")
+	}
+	objs := byKey(t, helmTemplate(t, "metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true",
+		"metrics.serviceMonitor.labels.release=kps", "metrics.serviceMonitor.interval=15s",
+		"metrics.podMonitor.labels.team=edge", `metrics.podMonitor.labels.app\.kubernetes\.io/name=other`, "metrics.podMonitor.interval=1m"))
+	for _, tc := range []struct {
+		key, endpoints, interval string
+		labels                   map[string]string
+	}{
+		{serviceMonitor, "endpoints", "15s", map[string]string{"release": "kps", "app.kubernetes.io/name": "coxswain", "app.kubernetes.io/component": "controller"}},
+		{podMonitor, "podMetricsEndpoints", "1m", map[string]string{"team": "edge", "app.kubernetes.io/name": "coxswain", "app.kubernetes.io/component": "proxy"}},
+	} {
+		u, ok := objs[tc.key]
+		if !ok {
+			t.Errorf("the chart renders no %s", tc.key)
+			continue
+		}
+		if diff := cmp.Diff(tc.labels, u.GetLabels()); diff != "" {
+			t.Errorf("%s labels (-want +got):\n%s", tc.key, diff)
+		}
+		eps, _, _ := unstructured.NestedSlice(u.Object, "spec", tc.endpoints)
+		if len(eps) != 1 || eps[0].(map[string]any)["interval"] != tc.interval {
+			t.Errorf("%s %s %v, want one with interval %s", tc.key, tc.endpoints, eps, tc.interval)
+		}
 	}
 }
 
