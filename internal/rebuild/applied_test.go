@@ -2,6 +2,7 @@ package rebuild
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -102,8 +103,9 @@ func TestLedgerHolds(t *testing.T) {
 	}
 }
 
-// Tests that the ledger keeps the versions from the oldest one a live stream holds, and only
-// the current one when no stream holds any.
+// Tests that the ledger keeps the versions from the oldest one a live stream holds (all of them
+// behind a stream holding one it forgot), only the current one when no stream holds any, and
+// never more than maxLedgerVersions.
 func TestLedgerPrunesVersionsNoStreamHolds(t *testing.T) {
 	t.Parallel()
 	pool := cache.SharedPool()
@@ -111,7 +113,11 @@ func TestLedgerPrunesVersionsNoStreamHolds(t *testing.T) {
 	for _, v := range []string{"v1", "v2", "v3", "v4"} {
 		l.record(pool, v, nil)
 	}
-	l.prune(pool, []stream.ProxyState{{Acked: "v4"}, {Acked: "v2", InFlight: "v4"}, {Acked: "unknown"}})
+	l.prune(pool, []stream.ProxyState{{Acked: "unknown"}})
+	if got := l.versions(pool); got != 4 {
+		t.Errorf("kept %d versions behind a stream holding one older than all, want the 4", got)
+	}
+	l.prune(pool, []stream.ProxyState{{Acked: "v4"}, {Acked: "v2", InFlight: "v4"}})
 	if got := l.versions(pool); got != 3 {
 		t.Errorf("kept %d versions, want v2, v3 and v4", got)
 	}
@@ -124,6 +130,15 @@ func TestLedgerPrunesVersionsNoStreamHolds(t *testing.T) {
 		t.Errorf("kept %d versions, want only the current", got)
 	}
 	l.prune(cache.Gateway("prod", "none"), nil) // a scope never recorded
+
+	// However old the version a stream holds, no more than maxLedgerVersions stay.
+	for i := range 2 * maxLedgerVersions {
+		l.record(pool, fmt.Sprint("w", i), nil)
+		l.prune(pool, []stream.ProxyState{{Acked: "w0"}})
+	}
+	if got := l.versions(pool); got != maxLedgerVersions {
+		t.Errorf("kept %d versions behind a lagging stream, want %d", got, maxLedgerVersions)
+	}
 }
 
 // Tests that the pipeline records each version it publishes, an unchanged scope included,

@@ -10,6 +10,11 @@ import (
 	"coxswain.dev/coxswain/internal/graph"
 )
 
+// maxLedgerVersions caps the versions one scope remembers, whatever the streams hold: a proxy
+// that many rebuilds behind is judged not to have applied what it has (Pending, never Programmed
+// on a wrong version), and the ledger of a busy shared pool stays small.
+const maxLedgerVersions = 64
+
 // generation names one generation of one Gateway object: a Gateway deleted and created again
 // under its name starts over at 1, and its uid tells the two apart.
 type generation struct {
@@ -66,9 +71,10 @@ func (l *ledger) record(scope cache.Scope, version string, gateways []*graph.Gat
 }
 
 // prune drops the versions of scope older than the oldest one held (acknowledged, refused or
-// in flight) by a live stream of its, as held lists them; the current version always stays.
-// Versions a stream may still answer are kept, so an answer is never of an unknown version
-// unless it is of one no stream held when the scope was last recorded.
+// in flight) by a live stream of its, as held lists them, and the oldest beyond
+// maxLedgerVersions; the current version always stays. Versions a stream may still answer are
+// kept, so an answer is never of an unknown version unless it is of one no stream held when the
+// scope was last recorded, or of one that many rebuilds old.
 func (l *ledger) prune(scope cache.Scope, held []stream.ProxyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -79,11 +85,16 @@ func (l *ledger) prune(scope cache.Scope, held []stream.ProxyState) {
 	oldest := sl.versions[sl.current].seq
 	for _, p := range held {
 		for _, v := range []string{p.Acked, p.Nacked, p.InFlight} {
-			if rec := sl.versions[v]; rec != nil && rec.seq < oldest {
+			switch rec := sl.versions[v]; {
+			case v == "":
+			case rec == nil:
+				oldest = 0 // older than every version remembered: keep them all, up to the cap
+			case rec.seq < oldest:
 				oldest = rec.seq
 			}
 		}
 	}
+	oldest = max(oldest, sl.seq-min(sl.seq, maxLedgerVersions-1))
 	for v, rec := range sl.versions {
 		if rec.seq < oldest {
 			delete(sl.versions, v)
