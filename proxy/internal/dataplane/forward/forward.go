@@ -121,8 +121,9 @@ func (h *Handler) forward(x *exchange) int {
 				return x.bodyFailed(err)
 			}
 		}
-		if b.Filters != nil {
-			backendRequestHeaders(out.Header, b.Filters, upgrade) // after the mirrors copied the request
+		if b.Filters != nil { // after the mirrors copied the request
+			backendRequestHeaders(out.Header, b.Filters, upgrade)
+			x.backendRewrite(out, b.Filters.Rewrite)
 		}
 		slot, status := h.admit(ctx, x, cl, ep)
 		if status != 0 {
@@ -347,6 +348,22 @@ func backendRequestHeaders(hdr http.Header, f *router.BackendFilters, upgrade bo
 	hdr[headerXForwardedFor], hdr[headerXForwardedProto] = xff, xfp
 	if upgrade {
 		hdr[headerConnection], hdr[headerUpgrade] = conn, up
+	}
+}
+
+// backendRewrite applies the chosen backend's rewrite to out, which every attempt builds
+// afresh, so a retry sends the same rewritten request to the next endpoint. The path is
+// replaced from the request's own, as the route matched it (a route with a backend's rewrite
+// has none of its own); the query is kept; the Host changes when the rewrite names one.
+func (x *exchange) backendRewrite(out *http.Request, rw *router.Rewrite) {
+	if rw == nil {
+		return
+	}
+	if rw.Path != nil {
+		out.URL.Opaque = escapePath(rw.Path.ReplacePath(x.route, x.path))
+	}
+	if rw.Hostname != "" {
+		out.Host = rw.Hostname
 	}
 }
 

@@ -118,12 +118,18 @@ func (r *Route) compileRewrite(in *discoveryv1.Rewrite) error {
 	if r.Rewrite != nil {
 		return fmt.Errorf("%w: more than one rewrite", ErrInvalid)
 	}
+	rw, err := r.rewrite(in)
+	r.Rewrite = rw
+	return err
+}
+
+// rewrite compiles a rewrite of r's requests, the route's own or one of its backends'.
+func (r *Route) rewrite(in *discoveryv1.Rewrite) (*Rewrite, error) {
 	if err := checkHostname(in.GetHostname()); err != nil || len(in.GetHostname()) > 0 && in.GetHostname()[0] == '*' {
-		return fmt.Errorf("%w: rewrite hostname %q", ErrInvalid, in.GetHostname())
+		return nil, fmt.Errorf("%w: rewrite hostname %q", ErrInvalid, in.GetHostname())
 	}
 	path, err := r.pathModifier(in.GetPath())
-	r.Rewrite = &Rewrite{Hostname: in.GetHostname(), Path: path}
-	return err
+	return &Rewrite{Hostname: in.GetHostname(), Path: path}, err
 }
 
 // pathModifier compiles a path replacement, in the router's form of paths (see CleanPath);

@@ -114,7 +114,7 @@ func (c *compiler) compileBackends(r *Route, in []*discoveryv1.WeightedBackend) 
 			continue
 		}
 		out := Backend{Weight: b.GetWeight()}
-		if err := out.compileFilters(b.GetFilters()); err != nil {
+		if err := out.compileFilters(r, b.GetFilters()); err != nil {
 			return err
 		}
 		switch cl, ok := c.table.clusterNames[b.GetCluster()]; {
@@ -141,9 +141,11 @@ func (c *compiler) compileBackends(r *Route, in []*discoveryv1.WeightedBackend) 
 	return nil
 }
 
-// compileFilters compiles a backend's filters: header modifiers only, since every other
-// filter acts before a backend is chosen.
-func (b *Backend) compileFilters(in []*discoveryv1.Filter) error {
+// compileFilters compiles a backend's filters: header modifiers and one rewrite, since every
+// other filter acts before a backend is chosen. A rewrite's prefix replacement replaces what
+// r's PathPrefix match matched, as r's own rewrite does; r may not have a rewrite of its own,
+// whose order with the backend's the control plane does not define.
+func (b *Backend) compileFilters(r *Route, in []*discoveryv1.Filter) error {
 	if len(in) == 0 {
 		return nil
 	}
@@ -158,14 +160,28 @@ func (b *Backend) compileFilters(in []*discoveryv1.Filter) error {
 		case *discoveryv1.Filter_ResponseHeaders:
 			m, err = headerModifier(k.ResponseHeaders)
 			b.Filters.ResponseHeaders = append(b.Filters.ResponseHeaders, m)
+		case *discoveryv1.Filter_Rewrite:
+			err = b.Filters.compileRewrite(r, k.Rewrite)
 		default:
-			err = fmt.Errorf("%w: a backend takes header modifiers only", ErrInvalid)
+			err = fmt.Errorf("%w: a backend takes header modifiers and a rewrite only", ErrInvalid)
 		}
 		if err != nil {
 			return fmt.Errorf("backend filter %d: %w", i, err)
 		}
 	}
 	return nil
+}
+
+func (f *BackendFilters) compileRewrite(r *Route, in *discoveryv1.Rewrite) error {
+	switch {
+	case f.Rewrite != nil:
+		return fmt.Errorf("%w: more than one rewrite", ErrInvalid)
+	case r.Rewrite != nil:
+		return fmt.Errorf("%w: a backend rewrite on a route with a rewrite", ErrInvalid)
+	}
+	rw, err := r.rewrite(in)
+	f.Rewrite = rw
+	return err
 }
 
 func (r *Route) compileTimeouts(in *discoveryv1.Timeouts) error {

@@ -61,8 +61,27 @@ func TestCompileRefuses(t *testing.T) {
 			}}}}
 		})}},
 		{"a filter without a kind", []proto.Message{routeWith(func(r *discoveryv1.Route) { r.Filters = []*discoveryv1.Filter{{}} })}},
-		{"a backend with a filter other than a header modifier", []proto.Message{routeWith(func(r *discoveryv1.Route) {
-			r.Backends[0].Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_Rewrite{Rewrite: &discoveryv1.Rewrite{Hostname: "a.example.com"}}}}
+		{"a backend with a filter other than a header modifier or a rewrite", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Backends[0].Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_Mirror{Mirror: &discoveryv1.Mirror{Cluster: "ns/app:80", Numerator: 1, Denominator: 1}}}}
+		})}},
+		{"a backend prefix replacement without a prefix match", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Match = snaptest.Exact("/p")
+			r.Backends[0].Filters = []*discoveryv1.Filter{backendRewrite("", prefixModifier("/q"))}
+		})}},
+		{"a backend rewrite on a route with a rewrite", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Filters = []*discoveryv1.Filter{backendRewrite("a.example.com", nil)}
+			r.Backends[0].Filters = []*discoveryv1.Filter{backendRewrite("", prefixModifier("/q"))}
+		})}},
+		{"two rewrites on a backend", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Backends[0].Filters = []*discoveryv1.Filter{backendRewrite("a.example.com", nil), backendRewrite("b.example.com", nil)}
+		})}},
+		{"a backend rewrite to a wildcard hostname", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Backends[0].Filters = []*discoveryv1.Filter{backendRewrite("*.example.com", nil)}
+		})}},
+		{"a backend path replacement with control characters", []proto.Message{routeWith(func(r *discoveryv1.Route) {
+			r.Backends[0].Filters = []*discoveryv1.Filter{backendRewrite("", &discoveryv1.PathModifier{
+				Kind: &discoveryv1.PathModifier_ReplaceFullPath{ReplaceFullPath: "/a\r\nInjected: 1"},
+			})}
 		})}},
 		{"a backend header value that splits headers", []proto.Message{routeWith(func(r *discoveryv1.Route) {
 			r.Backends[0].Filters = []*discoveryv1.Filter{{Kind: &discoveryv1.Filter_ResponseHeaders{ResponseHeaders: &discoveryv1.HeaderModifier{
@@ -233,6 +252,60 @@ func TestReplacePath(t *testing.T) {
 				t.Errorf("%s: got %s, want %s", tc.path, got, tc.want)
 			}
 		})
+	}
+}
+
+func backendRewrite(hostname string, path *discoveryv1.PathModifier) *discoveryv1.Filter {
+	return &discoveryv1.Filter{Kind: &discoveryv1.Filter_Rewrite{Rewrite: &discoveryv1.Rewrite{Hostname: hostname, Path: path}}}
+}
+
+func prefixModifier(v string) *discoveryv1.PathModifier {
+	return &discoveryv1.PathModifier{Kind: &discoveryv1.PathModifier_ReplacePrefixMatch{ReplacePrefixMatch: v}}
+}
+
+// Tests that a backend's rewrite compiles onto that backend only, with its prefix replacement
+// taken against the route's PathPrefix match and its full replacement in the router's form of
+// paths, next to a backend without filters and a route without a rewrite of its own.
+func TestCompileBackendRewrite(t *testing.T) {
+	t.Parallel()
+	l := routeWith(func(r *discoveryv1.Route) {
+		r.Match = snaptest.Prefix("/prefix/")
+		r.Backends = []*discoveryv1.WeightedBackend{
+			{Cluster: "ns/app:80", Weight: 1, Filters: []*discoveryv1.Filter{
+				{Kind: &discoveryv1.Filter_RequestHeaders{RequestHeaders: &discoveryv1.HeaderModifier{Set: []*discoveryv1.Header{{Name: "X-B", Value: "1"}}}}},
+				backendRewrite("app.internal", prefixModifier("/rewritten-prefix")),
+			}},
+			{Cluster: "ns/other:80", Weight: 1, Filters: []*discoveryv1.Filter{
+				backendRewrite("", &discoveryv1.PathModifier{Kind: &discoveryv1.PathModifier_ReplaceFullPath{ReplaceFullPath: "/%7Efull"}}),
+			}},
+			{Cluster: "ns/plain:80", Weight: 1},
+		}
+	})
+	route := onlyRoute(t, compile(t, l, snaptest.Cluster(t, "ns/app:80", "10.0.0.1:80"),
+		snaptest.Cluster(t, "ns/other:80", "10.0.0.2:80"), snaptest.Cluster(t, "ns/plain:80", "10.0.0.3:80")))
+	if route.Rewrite != nil || len(route.Backends) != 3 {
+		t.Fatalf("route rewrite %+v, %d backends", route.Rewrite, len(route.Backends))
+	}
+	for i, b := range route.Backends {
+		if b.Cluster == nil || b.ErrorStatus != 0 {
+			t.Fatalf("backend %d: %+v, want its cluster", i, b)
+		}
+	}
+	prefixed, full, plain := route.Backends[0].Filters, route.Backends[1].Filters, route.Backends[2].Filters
+	if prefixed == nil || prefixed.Rewrite == nil || prefixed.Rewrite.Hostname != "app.internal" || len(prefixed.RequestHeaders) != 1 {
+		t.Fatalf("first backend's filters: %+v", prefixed)
+	}
+	if got := prefixed.Rewrite.Path.ReplacePath(route, "/prefix/original"); got != "/rewritten-prefix/original" {
+		t.Errorf("prefix replacement of /prefix/original: got %s", got)
+	}
+	if full == nil || full.Rewrite == nil || full.Rewrite.Hostname != "" {
+		t.Fatalf("second backend's filters: %+v", full)
+	}
+	if got := full.Rewrite.Path.ReplacePath(route, "/prefix/original"); got != "/~full" {
+		t.Errorf("full replacement: got %s, want /~full", got)
+	}
+	if plain != nil {
+		t.Errorf("a backend without filters got %+v", plain)
 	}
 }
 

@@ -97,10 +97,14 @@ type Backend struct {
 	cumulative  uint64
 }
 
-// BackendFilters are the header modifiers of one backend, applied in order.
+// BackendFilters are the header modifiers of one backend, applied in order, and its rewrite,
+// applied after the route's request filters to this backend's requests only (never to the
+// route's mirror copies). Rewrite's prefix replacement replaces what the route's PathPrefix
+// match matched; a route with a backend's Rewrite has none of its own.
 type BackendFilters struct {
 	RequestHeaders  []*HeaderModifier
 	ResponseHeaders []*HeaderModifier
+	Rewrite         *Rewrite
 }
 
 // HeaderModifier sets (replaces), adds (appends) and removes headers, in that order.
