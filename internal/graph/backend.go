@@ -38,7 +38,7 @@ type Backend struct {
 	// share of requests that would have gone to it.
 	Valid bool
 	// Filters apply only to the requests this backend gets, after the rule's: header modifiers
-	// only (see backendFilters).
+	// and URLRewrite only (see backendFilters).
 	Filters []Filter
 }
 

@@ -20,11 +20,13 @@ var supportedFilters = map[gwapiv1.HTTPRouteFilterType]bool{
 }
 
 // backendFilters are the filter types a backendRef may carry: they act on the request and the
-// response of one backend only. The spec makes every backendRef filter Extended; the others
-// (redirect, rewrite, mirror, CORS) act before a backend is chosen and are refused there.
+// response of one backend only, after the rule's filters. The spec makes every backendRef
+// filter Extended; the others (redirect, mirror, CORS) act before a backend is chosen and are
+// refused there.
 var backendFilters = map[gwapiv1.HTTPRouteFilterType]bool{
 	gwapiv1.HTTPRouteFilterRequestHeaderModifier:  true,
 	gwapiv1.HTTPRouteFilterResponseHeaderModifier: true,
+	gwapiv1.HTTPRouteFilterURLRewrite:             true,
 }
 
 var redirectCodes = map[int]bool{301: true, 302: true, 303: true, 307: true, 308: true}
@@ -89,13 +91,20 @@ func validateFilter(f gwapiv1.HTTPRouteFilter, matches []gwapiv1.HTTPRouteMatch)
 	return validatePathModifier(path, matches)
 }
 
-// validateBackendFilters accepts the header modifiers of backendRef j of rule i, each at most
-// once; any other type gets UnsupportedValue, as the spec asks of a filter an implementation
-// does not support.
-func validateBackendFilters(i, j int, filters []gwapiv1.HTTPRouteFilter) *metav1.Condition {
+// validateBackendFilters accepts the header modifiers and the URLRewrite of backendRef j of
+// rule, each at most once; any other type gets UnsupportedValue, as the spec asks of a filter
+// an implementation does not support. A ReplacePrefixMatch replaces what the rule's PathPrefix
+// matches matched, so it is checked against them as the rule's own URLRewrite is.
+//
+// A backend's URLRewrite in a rule that has one too is IncompatibleFilters: applied after the
+// rule's, a backend's ReplacePrefixMatch would have to find the matched prefix in a path the
+// rule already replaced, and which of the two hostnames or full paths wins would be a choice of
+// ours that no user could read off the route. Refusing leaves room to define the combination
+// later without changing what an accepted route does.
+func validateBackendFilters(i, j int, rule gwapiv1.HTTPRouteRule) *metav1.Condition {
 	prefix := fmt.Sprintf("Rule %d: backendRef %d: ", i, j)
 	seen := map[gwapiv1.HTTPRouteFilterType]bool{}
-	for _, f := range filters {
+	for _, f := range rule.BackendRefs[j].Filters {
 		if !backendFilters[f.Type] {
 			return ptr(conditions.NewRouteUnsupportedValue(prefix + fmt.Sprintf("filter %s is not supported on a backendRef", f.Type)))
 		}
@@ -103,11 +112,23 @@ func validateBackendFilters(i, j int, filters []gwapiv1.HTTPRouteFilter) *metav1
 			return ptr(conditions.NewRouteIncompatibleFilters(prefix + fmt.Sprintf("filter %s is repeated", f.Type)))
 		}
 		seen[f.Type] = true
-		if msg := validateFilter(f, nil); msg != "" {
+		if msg := validateFilter(f, rule.Matches); msg != "" {
 			return ptr(conditions.NewRouteUnsupportedValue(prefix + msg))
 		}
 	}
+	if seen[gwapiv1.HTTPRouteFilterURLRewrite] && hasFilter(rule.Filters, gwapiv1.HTTPRouteFilterURLRewrite) {
+		return ptr(conditions.NewRouteIncompatibleFilters(prefix + "URLRewrite cannot be combined with the rule's URLRewrite"))
+	}
 	return nil
+}
+
+func hasFilter(filters []gwapiv1.HTTPRouteFilter, t gwapiv1.HTTPRouteFilterType) bool {
+	for _, f := range filters {
+		if f.Type == t {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveBackendFilters keeps a backendRef's supported filters in spec order.

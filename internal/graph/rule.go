@@ -61,8 +61,8 @@ func validateRule(i int, rule gwapiv1.HTTPRouteRule) *metav1.Condition {
 	if rule.SessionPersistence != nil {
 		return unsupported("sessionPersistence is not supported")
 	}
-	for j, ref := range rule.BackendRefs {
-		if c := validateBackendFilters(i, j, ref.Filters); c != nil {
+	for j := range rule.BackendRefs {
+		if c := validateBackendFilters(i, j, rule); c != nil {
 			return c
 		}
 	}

@@ -143,6 +143,8 @@ type Backend struct {
 	// unresolved backendRef gets 500.
 	ErrorStatus int32 `json:"errorStatus,omitempty"`
 	// Filters apply only to the requests this backend gets, after the route's: header
-	// modifiers only. Empty when ErrorStatus is set.
+	// modifiers and a Rewrite only. A Rewrite's PathReplacePrefix replaces what the route's
+	// PathPrefix match matched, as the route's own does; a route with a Rewrite has none on
+	// its backends. Mirror copies take none of them. Empty when ErrorStatus is set.
 	Filters []Filter `json:"filters,omitempty"`
 }
