@@ -1353,7 +1353,11 @@ type WeightedBackend struct {
 	// backend reference gets 500).
 	ErrorStatus uint32 `protobuf:"varint,3,opt,name=error_status,json=errorStatus,proto3" json:"error_status,omitempty"`
 	// filters apply, in order, only to the requests this backend gets, after the route's filters:
-	// request_headers and response_headers only. Absent when error_status is set.
+	// request_headers, response_headers and at most one rewrite only. A rewrite's
+	// replace_prefix_match replaces what the route's PathPrefix match matched, as the route's own
+	// rewrite does; a route with a rewrite has none on its backends, and mirror copies take no
+	// backend's filters. A proxy that predates backend rewrites refuses a set holding one. Absent
+	// when error_status is set.
 	Filters       []*Filter `protobuf:"bytes,4,rep,name=filters,proto3" json:"filters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
