@@ -11,20 +11,22 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
 
-// pathRoutes applies the table the path tests attack: /rw rewrites its prefix to /new, /rd
-// redirects to /target in place of its prefix, /admin is closed (403 from the proxy itself),
-// and everything else goes to the catch-all's backend, which is be for /rw too. It returns the
-// proxy's address.
+// pathRoutes applies the table the path tests attack: /rw rewrites its prefix to /new, /brw
+// too but on its backend, /rd redirects to /target in place of its prefix, /admin is closed
+// (403 from the proxy itself), and everything else goes to the catch-all's backend, which is be
+// for /rw and /brw too. It returns the proxy's address.
 func pathRoutes(t *testing.T, d *dataplane.DataPlane, be *rawBackend) string {
 	t.Helper()
 	rw := snaptest.Route("ns/rw/0/0", "", snaptest.Prefix("/rw"), "ns/app:80")
 	rw.Filters = []*discoveryv1.Filter{filter(&discoveryv1.Filter_Rewrite{Rewrite: &discoveryv1.Rewrite{Path: prefixReplace("/new")}})}
+	brw := snaptest.Route("ns/brw/0/0", "", snaptest.Prefix("/brw"), "ns/app:80")
+	brw.Backends[0].Filters = []*discoveryv1.Filter{filter(&discoveryv1.Filter_Rewrite{Rewrite: &discoveryv1.Rewrite{Path: prefixReplace("/new")}})}
 	rd := &discoveryv1.Route{Name: "ns/rd/0/0", Match: snaptest.Prefix("/rd"), Filters: []*discoveryv1.Filter{
 		filter(&discoveryv1.Filter_Redirect{Redirect: &discoveryv1.Redirect{Scheme: "http", StatusCode: 302, Path: prefixReplace("/target")}}),
 	}}
 	admin := &discoveryv1.Route{Name: "ns/admin/0/0", Match: snaptest.Prefix("/admin"), DirectStatus: 403}
 	all := snaptest.Route("ns/all/0/0", "", snaptest.Prefix("/"), "ns/app:80")
-	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", rw, rd, admin, all)), snaptest.Cluster(t, "ns/app:80", be.addr()))
+	apply(t, d, snaptest.HTTP("ns/gw", 80, snaptest.VHost("http", "", rw, brw, rd, admin, all)), snaptest.Cluster(t, "ns/app:80", be.addr()))
 	return addr(t, d, 80)
 }
 
@@ -51,10 +53,11 @@ func hasDotSegment(p string) bool {
 	return false
 }
 
-// Tests that a prefix rewrite cannot be escaped with encoded separators: no request makes the
-// backend receive a dot segment, whatever decoding it does, and the paths that try are refused
-// with 400 before routing; an encoded slash that makes no dot segment is forwarded as it came,
-// encoded, under the rewritten prefix, and a redirect keeps it encoded too.
+// Tests that a prefix rewrite, a route's or a backend's, cannot be escaped with encoded
+// separators: no request makes the backend receive a dot segment, whatever decoding it does,
+// and the paths that try are refused with 400 before routing; an encoded slash that makes no
+// dot segment is forwarded as it came, encoded, under the rewritten prefix, and a redirect
+// keeps it encoded too.
 func TestRewriteCannotBeEscaped(t *testing.T) {
 	t.Parallel()
 	be := newRawBackend(t, answerEach)
@@ -70,6 +73,10 @@ func TestRewriteCannotBeEscaped(t *testing.T) {
 		`/rw\..\admin`,
 		"/rw/..;/admin",
 		"/rw/.;x/admin",
+		"/brw%2F..%2Fadmin",
+		"/brw/..%2Fadmin",
+		"/brw%5C..%5Cadmin",
+		"/brw/..;/admin",
 		"/rd%2F..%2Fadmin",
 		"/rd/%2E%2E%2F%2E%2E%2Fadmin",
 	} {
@@ -100,6 +107,10 @@ func TestRewriteCannotBeEscaped(t *testing.T) {
 		{"/rw/%7euser/a%20b", "/new/~user/a%20b"},
 		{"/rw/a/./b/../c", "/new/a/c"},
 		{"/rw", "/new"},
+		{"/brw/a%2Fb?q=1", "/new/a%2Fb?q=1"},
+		{"/brw/%7euser/a%20b", "/new/~user/a%20b"},
+		{"/brw/a/./b/../c", "/new/a/c"},
+		{"/brw", "/new"},
 	} {
 		c, br := rawConn(t, proxy)
 		if resp, body := roundTrip(t, c, br, "GET "+tc.target+" HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 || body != "target="+tc.want {
