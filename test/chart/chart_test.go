@@ -265,6 +265,41 @@ func TestChartMonitoringValues(t *testing.T) {
 	}
 }
 
+// TestChartDashboards checks that metrics.dashboards renders each dashboard of config/grafana in
+// a ConfigMap with the sidecar's label, in the namespace asked for, and none by default.
+func TestChartDashboards(t *testing.T) {
+	for k := range byKey(t, helmTemplate(t)) {
+		if strings.Contains(k, "/coxswain-dashboard-") {
+			t.Errorf("the default values render %s", k)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(root(t), "config", "grafana", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboards in config/grafana (%v)", err)
+	}
+	objs := byKey(t, helmTemplate(t, "metrics.dashboards.enabled=true", "metrics.dashboards.namespace=grafana"))
+	for _, f := range files {
+		base := filepath.Base(f)
+		key := "v1/ConfigMap/grafana/coxswain-dashboard-" + strings.TrimSuffix(base, ".json")
+		u, ok := objs[key]
+		if !ok {
+			t.Errorf("the chart renders no %s for %s", key, base)
+			continue
+		}
+		if l := u.GetLabels(); l["grafana_dashboard"] != "1" {
+			t.Errorf("%s labels %v, want grafana_dashboard=1", key, l)
+		}
+		got, _, _ := unstructured.NestedString(u.Object, "data", base)
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
+			t.Errorf("%s holds another %s than config/grafana's: run hack/release/chart-files.sh", key, base)
+		}
+	}
+}
+
 // TestChartCoxswainConfig checks that config renders the CoxswainConfig of the operator, an
 // object of the release (not a hook), whose spec the API types decode strictly.
 func TestChartCoxswainConfig(t *testing.T) {
