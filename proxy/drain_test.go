@@ -210,7 +210,7 @@ func startDrainProxy(t *testing.T, flags ...string) *drainProxy {
 	dir := t.TempDir()
 	o, err := parseFlags(append([]string{
 		"--discovery-endpoint=127.0.0.1:1", "--discovery-server-name=discovery.test", "--node-id=proxy-0",
-		"--health-address=127.0.0.1:0", "--listen-host=127.0.0.1", "--access-log=false",
+		"--health-address=127.0.0.1:0", "--listen-host=127.0.0.1", "--access-log=false", "--admin-address=",
 		"--token-path=" + filepath.Join(dir, "token"), "--trust-bundle-path=" + filepath.Join(dir, "ca.crt"),
 	}, flags...))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/proxy/internal/admin"
 	"coxswain.dev/coxswain/proxy/internal/agent"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
@@ -42,6 +43,7 @@ type options struct {
 	portOffset       uint
 	accessLog        accessLog
 	pprof            bool
+	admin            adminPort
 	verbosity        int
 	drainPeriod      time.Duration
 	shutdownTimeout  time.Duration
@@ -95,6 +97,38 @@ func (a *accessLog) check() error {
 		}
 	}
 	a.opts = accesslog.Options{Format: format, Fields: fields, QueueSize: a.queueSize}
+	return nil
+}
+
+// adminPort is where the read-only admin port listens and who may use it.
+type adminPort struct {
+	address   string
+	tokenFile string
+	pprof     bool
+}
+
+// register adds the admin port's flags to fs.
+func (a *adminPort) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.address, "admin-address", admin.DefaultAddress,
+		"Listen address of the read-only admin port (GET / lists its endpoints: the applied snapshot with private keys redacted, and the profiles with --admin-pprof); "+
+			"a loopback address, reached with kubectl port-forward, unless --admin-token-file is set; empty turns it off.")
+	fs.StringVar(&a.tokenFile, "admin-token-file", "",
+		"File holding the bearer token (at least 32 bytes) that every admin request must carry, read again at each request; required for an admin address off the loopback.")
+	fs.BoolVar(&a.pprof, "admin-pprof", false, "Serve the Go runtime profiles under /debug/pprof/ on the admin address.")
+}
+
+// check refuses an admin address off the loopback without a token, and admin flags without
+// an admin address.
+func (a *adminPort) check() error {
+	if a.address == "" {
+		if a.tokenFile != "" || a.pprof {
+			return errors.New("--admin-token-file and --admin-pprof need an --admin-address")
+		}
+		return nil
+	}
+	if err := admin.CheckAddress(a.address, a.tokenFile != ""); err != nil {
+		return fmt.Errorf("--admin-address: %w", err)
+	}
 	return nil
 }
 
@@ -227,7 +261,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.UintVar(&o.portOffset, "port-offset", 0,
 		"Added to every Gateway listener port when binding, for a proxy that may not bind ports under 1024.")
 	o.accessLog.register(fs)
-	fs.BoolVar(&o.pprof, "pprof", false, "Serve runtime profiles under /debug/pprof/ on the health address.")
+	fs.BoolVar(&o.pprof, "pprof", false,
+		"Serve runtime profiles under /debug/pprof/ on the health address, unauthenticated and reachable from the pod network; --admin-pprof serves them on the admin address instead.")
+	o.admin.register(fs)
 	fs.IntVar(&o.verbosity, "v", 0, "Log verbosity: 0 or 1.")
 	fs.DurationVar(&o.drainPeriod, "drain-period", defaultDrainPeriod,
 		"How long the proxy keeps serving after SIGTERM, with /readyz failing and its listeners open, so that Service endpoints and load balancers stop sending it connections before it closes them; 0 skips it.")
@@ -267,6 +303,9 @@ func (o *options) complete() error {
 		return errors.New("--shutdown-timeout must be positive")
 	}
 	if err := o.accessLog.check(); err != nil {
+		return err
+	}
+	if err := o.admin.check(); err != nil {
 		return err
 	}
 	if _, err := http1.ParseEngine(o.http1Engine); err != nil {

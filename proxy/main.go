@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"coxswain.dev/coxswain/discovery/buildinfo"
+	"coxswain.dev/coxswain/proxy/internal/admin"
 	"coxswain.dev/coxswain/proxy/internal/agent"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
@@ -77,7 +78,8 @@ func run(ctx context.Context, opts *options, log logr.Logger) error {
 }
 
 // healthShutdownTimeout bounds the health server's shutdown, after the data plane's: its
-// clients are probes and scrapes of a few milliseconds.
+// clients are probes and scrapes of a few milliseconds. The admin port gets as long: a profile
+// in flight is not worth holding the exit for.
 const healthShutdownTimeout = time.Second
 
 // process is the proxy's long-running parts, wired together.
@@ -90,6 +92,9 @@ type process struct {
 	reg     *prometheus.Registry
 	lis     net.Listener
 	health  *http.Server
+	// applied records what the data plane applied, for the admin port (nil when it is off).
+	applied *admin.Recorder
+	admin   *admin.Server
 }
 
 func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, error) {
@@ -106,7 +111,8 @@ func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, 
 	fail := func(err error) (*process, error) {
 		return nil, errors.Join(err, plane.Shutdown(context.WithoutCancel(ctx)))
 	}
-	a, err := newAgent(opts, plane, tracker, log)
+	applied := admin.NewRecorder(plane, time.Now)
+	a, err := newAgent(opts, applied, tracker, log)
 	if err != nil {
 		return fail(err)
 	}
@@ -114,9 +120,20 @@ func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, 
 	if err != nil {
 		return fail(fmt.Errorf("listen on %s: %w", opts.healthAddress, err))
 	}
+	var adm *admin.Server
+	if opts.admin.address != "" {
+		adm, err = admin.Listen(ctx, admin.Options{
+			Address: opts.admin.address, TokenFile: opts.admin.tokenFile, Pprof: opts.admin.pprof,
+			Applied: applied.Applied, Log: log.WithName("admin"),
+		})
+		if err != nil {
+			return fail(errors.Join(err, lis.Close()))
+		}
+	}
 	return &process{
 		opts: opts, log: log, plane: plane, agent: a, tracker: tracker, reg: reg, lis: lis,
-		health: &http.Server{Handler: telemetryHandler(opts, tracker, reg), ReadHeaderTimeout: 5 * time.Second},
+		health:  &http.Server{Handler: telemetryHandler(opts, tracker, reg), ReadHeaderTimeout: 5 * time.Second},
+		applied: applied, admin: adm,
 	}, nil
 }
 
@@ -130,9 +147,11 @@ func (p *process) run(ctx context.Context) error {
 	go func() { served <- p.health.Serve(p.lis) }()
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- p.agent.Run(agentCtx) }()
+	adminDone := p.serveAdmin()
+	defer func() { <-adminDone }()
 	p.log.Info("Started", "nodeID", p.opts.nodeID, "scope", p.opts.scope().String(),
 		"discoveryEndpoint", p.opts.streamAddress, "bootstrapEndpoint", p.opts.bootstrapAddress,
-		"healthAddress", p.lis.Addr().String())
+		"healthAddress", p.lis.Addr().String(), "adminAddress", p.adminAddress())
 
 	serveErr := p.waitForStop(ctx, served, agentDone)
 	err := p.drain(stopAgent)
@@ -143,6 +162,31 @@ func (p *process) run(ctx context.Context) error {
 		return fmt.Errorf("serve health: %w", serveErr)
 	}
 	return err
+}
+
+// serveAdmin serves the admin port, when there is one, until drain shuts it down, and closes
+// the channel it returns then. A failure of the admin port is logged and leaves traffic alone.
+func (p *process) serveAdmin() <-chan struct{} {
+	done := make(chan struct{})
+	if p.admin == nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		if err := p.admin.Serve(); !errors.Is(err, http.ErrServerClosed) {
+			p.log.Error(err, "Admin port failed; the proxy serves on without it")
+		}
+	}()
+	return done
+}
+
+// adminAddress is where the admin port listens, or "off".
+func (p *process) adminAddress() string {
+	if p.admin == nil {
+		return "off"
+	}
+	return p.admin.Addr().String()
 }
 
 // drain is the proxy's shutdown, so that a rolling upgrade or restart drops no request:
@@ -173,6 +217,9 @@ func (p *process) drain(stopAgent func()) error {
 	defer cancelHealth()
 	if herr := p.health.Shutdown(hctx); herr != nil {
 		_ = p.health.Close() // a probe still open is not worth holding the exit for
+	}
+	if p.admin != nil {
+		_ = p.admin.Shutdown(hctx) // closes what is left at the deadline
 	}
 	p.log.Info("Stopped", "took", time.Since(start).String())
 	if err != nil {

@@ -45,6 +45,10 @@ func TestParseFlagsRefusals(t *testing.T) {
 		{"a request ID header that is no field name is refused", []string{"--request-id-header=X Id"}, "not a field name"},
 		{"a request ID header the proxy frames is refused", []string{"--request-id-header=content-length"}, "the proxy manages"},
 		{"a request ID header the proxy sets is refused", []string{"--request-id-header=X-Forwarded-For"}, "the proxy manages"},
+		{"an admin address on every interface without a token is refused", []string{"--admin-address=:9901"}, "--admin-address: admin address \":9901\": the admin address is not a loopback address, and no --admin-token-file guards it"},
+		{"an admin address on the pod's IP without a token is refused", []string{"--admin-address=10.1.2.3:9901"}, "not a loopback address"},
+		{"an admin token without an admin address is refused", []string{"--admin-address=", "--admin-token-file=/etc/token"}, "need an --admin-address"},
+		{"admin profiles without an admin address are refused", []string{"--admin-address=", "--admin-pprof"}, "need an --admin-address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,6 +122,9 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if o.tokenPath != wellknown.TokenPath || o.trustBundlePath != wellknown.TrustBundlePath {
 		t.Fatalf("paths %s and %s", o.tokenPath, o.trustBundlePath)
 	}
+	if o.admin != (adminPort{address: "127.0.0.1:9901"}) {
+		t.Fatalf("admin port %+v, want 127.0.0.1:9901 without a token or profiles", o.admin)
+	}
 	if !o.scope().SharedPool {
 		t.Fatalf("scope %s, want the shared pool", o.scope())
 	}
@@ -161,6 +168,7 @@ func TestRunServesHealthAndShutsDown(t *testing.T) {
 		"--discovery-endpoint=127.0.0.1:1", "--discovery-server-name=discovery.test", "--node-id=proxy-0",
 		"--health-address=127.0.0.1:0", "--token-path=" + filepath.Join(dir, "token"),
 		"--trust-bundle-path=" + filepath.Join(dir, "ca.crt"), "--shutdown-timeout=5s", "--drain-period=0",
+		"--admin-address=127.0.0.1:0",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +203,9 @@ func TestRunServesHealthAndShutsDown(t *testing.T) {
 	}
 	if _, ok := p.plane.Addr(80); ok {
 		t.Fatal("a listener is bound before any snapshot")
+	}
+	if code, body := get(t, "http://"+p.admin.Addr().String()+"/snapshot"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no snapshot applied yet") {
+		t.Fatalf("admin /snapshot before any snapshot = %d %q", code, body)
 	}
 
 	cancel()

@@ -75,6 +75,7 @@ func metricsTestOptions(t *testing.T) *options {
 		"--discovery-endpoint=127.0.0.1:1", "--discovery-server-name=discovery.test", "--node-id=proxy-0",
 		"--health-address=127.0.0.1:0", "--token-path=" + filepath.Join(dir, "token"),
 		"--trust-bundle-path=" + filepath.Join(dir, "ca.crt"), "--memory-watermark-bytes=1073741824",
+		"--admin-address=",
 	})
 	if err != nil {
 		t.Fatal(err)

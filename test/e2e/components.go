@@ -99,6 +99,8 @@ func ProxyArgs(o ProxyOptions) []string {
 		"--drain-period=0",
 		// Thousands of access log lines would bury the agent's messages in a failed test's log.
 		"--access-log=false",
+		// Several proxies share the loopback here, so the default 127.0.0.1:9901 would collide.
+		"--admin-address=127.0.0.1:0",
 	}
 	if o.GatewayName != "" {
 		args = append(args, "--gateway-namespace="+o.GatewayNamespace, "--gateway-name="+o.GatewayName)
