@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -308,5 +309,37 @@ func TestBearerToken(t *testing.T) {
 	}
 	if r := get(t, base+"/", "Authorization", "Bearer "+rotated); r.code != http.StatusServiceUnavailable || strings.Contains(r.body, path) {
 		t.Errorf("with the token file gone = %d %s, want 503 that names no path", r.code, r.body)
+	}
+}
+
+// Tests the admin server's bounds on the real listener: a client that never finishes its header
+// is cut at the header timeout, and a header beyond the limit is refused with 431.
+func TestSlowAndLargeHeadersAreCut(t *testing.T) {
+	t.Parallel()
+	base := serve(t, admin.Options{})
+	addr := strings.TrimPrefix(base, "http://")
+
+	slow, err := (&net.Dialer{}).DialContext(t.Context(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = slow.Close() }()
+	start := time.Now()
+	if _, err := io.WriteString(slow, "GET /snapshot HTTP/1.1\r\nHost: localhost\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.SetReadDeadline(start.Add(admin.ReadHeaderTimeout + 3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(slow); err != nil {
+		t.Fatalf("the slow client was not cut within the header timeout and 3 s: %v", err)
+	}
+	if took := time.Since(start); took < admin.ReadHeaderTimeout-time.Second {
+		t.Errorf("the slow client was cut after %s, before the %s header timeout", took, admin.ReadHeaderTimeout)
+	}
+
+	r := get(t, base+"/", "X-Padding", strings.Repeat("x", admin.MaxHeaderBytes+4096))
+	if r.code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a header of %d bytes = %d", admin.MaxHeaderBytes+4096, r.code)
 	}
 }
