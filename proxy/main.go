@@ -92,7 +92,8 @@ type process struct {
 	reg     *prometheus.Registry
 	lis     net.Listener
 	health  *http.Server
-	// applied records what the data plane applied, for the admin port (nil when it is off).
+	// applied records what the data plane applied, for the admin port, which is nil when
+	// --admin-address is empty.
 	applied *admin.Recorder
 	admin   *admin.Server
 }
