@@ -138,7 +138,9 @@ func (s *server) shutdownNative(ctx context.Context) error {
 // accepted beyond the bound, beyond its client address's share of it, or while the proxy is
 // overloaded, is closed at once and counted, so that a flood of connections cannot exhaust the
 // proxy's descriptors or memory, one client cannot take every place, and the established ones
-// stay served.
+// stay served. A refusal is counted before the connection is closed, so that whoever sees the
+// close (the client, a test, an operator reading the metric after a refused dial) sees the
+// count too.
 type limitListener struct {
 	net.Listener
 	open          *atomic.Int64
@@ -168,21 +170,21 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.overload.Overloaded() {
-			_ = c.Close()
 			l.overload.refused()
+			_ = c.Close()
 			continue
 		}
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)
-			_ = c.Close()
 			l.refused()
+			_ = c.Close()
 			continue
 		}
 		client := clientAddr(c)
 		if !l.clients.take(client) {
 			l.open.Add(-1)
-			_ = c.Close()
 			l.clientRefused()
+			_ = c.Close()
 			continue
 		}
 		return &countedConn{Conn: c, open: l.open, clients: l.clients, client: client}, nil
