@@ -208,7 +208,7 @@ func (c *container) command(ctx context.Context) (*exec.Cmd, func() error, *cont
 	netns := w.sb.NetNS()
 	w.mu.Unlock()
 	spec := &sandbox.Spec{
-		NetNS: netns, Root: root, Hostname: pod.Name, WorkDir: c.spec.WorkingDir,
+		NetNS: netns, Root: root, Hostname: hostname(pod), WorkDir: c.spec.WorkingDir,
 		Mounts: w.mounts(pod, c.spec), Argv: expandAll(argv, env), Env: env,
 	}
 	if err := sandbox.Prepare(spec); err != nil {
@@ -422,7 +422,7 @@ func (c *container) checkExec(ctx context.Context, command []string) error {
 	w.mu.Lock()
 	netns := w.sb.NetNS()
 	w.mu.Unlock()
-	spec := &sandbox.Spec{NetNS: netns, Root: root, Hostname: pod.Name, WorkDir: c.spec.WorkingDir, Mounts: w.mounts(pod, c.spec), Argv: argv, Env: env}
+	spec := &sandbox.Spec{NetNS: netns, Root: root, Hostname: hostname(pod), WorkDir: c.spec.WorkingDir, Mounts: w.mounts(pod, c.spec), Argv: argv, Env: env}
 	var out limitedBuffer
 	cmd, send, err := sandbox.Command(w.c.cfg.Self, spec, &out, &out)
 	if err != nil {

@@ -21,7 +21,7 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // env resolves a container's environment: defaults, then envFrom, then env, each value
 // expanded against what came before ($(NAME), $$ for a dollar sign).
 func (w *worker) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container) ([]string, error) {
-	vars := map[string]string{"PATH": defaultPath, "HOSTNAME": pod.Name}
+	vars := map[string]string{"PATH": defaultPath, "HOSTNAME": hostname(pod)}
 	order := []string{"PATH", "HOSTNAME"}
 	set := func(k, v string) {
 		if _, ok := vars[k]; !ok {

@@ -193,8 +193,9 @@ func (w *worker) startSandbox(ctx context.Context, root string) error {
 	if err != nil {
 		return err
 	}
-	// /etc/hosts names the pod; /etc/resolv.conf points at the cluster DNS.
-	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost\n%s\t%s\n", sb.IP, pod.Name)
+	// /etc/hosts names the pod by its hostname, as the kubelet writes it; /etc/resolv.conf points
+	// at the cluster DNS.
+	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost\n%s\t%s\n", sb.IP, hostname(pod))
 	if err := os.WriteFile(filepath.Join(root, "etc", "hosts"), []byte(hosts), 0o644); err != nil { //nolint:gosec // /etc/hosts is world-readable
 		return errors.Join(fmt.Errorf("write /etc/hosts: %w", err), sb.Stop())
 	}
