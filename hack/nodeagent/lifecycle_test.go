@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -230,4 +231,35 @@ func errString(err error) string {
 		return "no error"
 	}
 	return err.Error()
+}
+
+// Tests that a pod whose name is longer than a hostname may be (as the pods of a Deployment
+// named after a 253-character Gateway are) runs, with its name cut to 63 characters and its
+// trailing '-' trimmed as its hostname, in its UTS namespace, HOSTNAME and /etc/hosts alike.
+func TestAgentCutsALongPodNameToAHostname(t *testing.T) {
+	ctx := t.Context()
+	c := getCluster(t)
+	ensureNamespace(ctx, t, c, lifecycleNamespace)
+	name := strings.Repeat("g", 62) + "-" + strings.Repeat("a", 184) + "-x7k2q"
+	want := strings.Repeat("g", 62)
+	p := barePod(name, corev1.RestartPolicyAlways, "-udp=:9090")
+	p.Labels = map[string]string{"app": "long-name"} // a label value has at most 63 characters
+	if _, err := c.client.CoreV1().Pods(lifecycleNamespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ip := waitPodReady(t, c, lifecycleNamespace, name, 0)
+	got, err := askUDP(ctx, net.JoinHostPort(ip, "9090"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("the pod's hostname is %q, want %q", got, want)
+	}
+	if got := get(t, ip, "/env?name=HOSTNAME"); got != want {
+		t.Errorf("HOSTNAME is %q, want %q", got, want)
+	}
+	if hosts := get(t, ip, "/file?path=/etc/hosts"); !strings.Contains(hosts, ip+"\t"+want+"\n") {
+		t.Errorf("/etc/hosts does not name %s %s:\n%s", ip, want, hosts)
+	}
+	deletePods(ctx, t, c, name)
 }
