@@ -484,26 +484,31 @@ func TestOverloadRefusesAboveTheWatermark(t *testing.T) {
 	}
 }
 
-// Tests that the retry budget bounds a quiet cluster's retries by rate: ten requests one after
-// another on a route of 10 attempts, to a backend that always fails, draw at most 20% of them
-// in retries plus the floor of 3 per second (a bucket of a second's retries), not 10 retries
-// each.
+// Tests that the retry budget bounds a quiet cluster's retries by rate: twenty requests one
+// after another on a route of 10 attempts, to a backend that always fails, draw at most 20% of
+// them in retries plus the floor (its bucket's burst of RetryBudgetFloorWindow, then
+// DefaultRetryBudgetMinPerSecond a second), not 10 retries each.
 func TestRetryBudgetBoundsAQuietCluster(t *testing.T) {
 	t.Parallel()
 	srv, seen := flaky(t)
 	reg := prometheus.NewRegistry()
 	d := start(t, dataplane.Options{Registerer: reg})
 	proxy := routeAll(t, d, hostPort(srv), withRetry([]uint32{503}, 10, 1))
+	const requests = 20
 	begin := time.Now()
-	for i := range 10 {
+	for i := range requests {
 		if got := send(t, proxy, "GET", "/?code=503&fail=999&key=quiet", ""); got != 503 {
 			t.Fatalf("request %d got %d, want the backend's 503", i, got)
 		}
 	}
 	seconds := int(time.Since(begin)/time.Second) + 1
-	bound := 10 + 2 + 3*(seconds+1) // the floor's bucket holds a second of retries
+	burst := int(upstream.RetryBudgetFloorWindow/time.Second) * upstream.DefaultRetryBudgetMinPerSecond
+	bound := requests + requests*upstream.RetryBudgetPercent/100 + burst + upstream.DefaultRetryBudgetMinPerSecond*seconds
+	if bound >= requests*11 {
+		t.Fatalf("the bound %d does not bound anything: %d requests of 11 attempts make %d", bound, requests, requests*11)
+	}
 	if got := seen("quiet"); got > bound {
-		t.Errorf("10 requests drew %d attempts in %ds, want at most %d (10 requests, 20%% in retries, 3 retries a second)", got, seconds, bound)
+		t.Errorf("%d requests drew %d attempts in %ds, want at most %d (the requests, 20%% in retries, the floor's burst and rate)", requests, got, seconds, bound)
 	}
 	if got := metricValue(t, reg, "coxswain_proxy_retries_total", "budget_exhausted"); got == 0 {
 		t.Error("no retry was refused by the budget")

@@ -390,16 +390,24 @@ func (c *Cluster) Len() int { return len(c.endpoints) }
 
 // Retry budget, per cluster and proxy, as Finagle's and Linkerd's by rate and Envoy's by
 // concurrency: every request earns a fifth of a retry (at most retryTokenCap retries are kept),
-// and a retry spends one, or else one of the floor's RetryBudgetMinPerSecond retries a second;
-// besides, the retries in flight may be at most RetryBudgetPercent of the requests in flight,
-// and at least RetryBudgetMin. A cluster in trouble therefore gets at most a fifth more
-// attempts than it gets requests, plus the floor, and a quiet one at most the floor a second.
+// and a retry spends one, or else one of the floor's RetryBudgetMinPerSecond retries a second,
+// whose bucket holds RetryBudgetFloorWindow of them; besides, the retries in flight may be at
+// most RetryBudgetPercent of the requests in flight, and at least RetryBudgetMin. A cluster in
+// trouble therefore gets at most a fifth more attempts than it gets requests, plus the floor,
+// and a quiet one at most the floor a second once the bucket's burst is spent.
 const (
 	RetryBudgetPercent = 20
 	RetryBudgetMin     = 3
-	// DefaultRetryBudgetMinPerSecond is the floor of retries a second of one cluster.
-	DefaultRetryBudgetMinPerSecond = 3
-	retryTokenCap                  = 100
+	// DefaultRetryBudgetMinPerSecond is the floor of retries a second of one cluster: Finagle's
+	// and Linkerd's default. A lower floor starves a client that retries every request of a
+	// quiet route (three a second refused the Gateway API conformance suite's retry tests,
+	// which send a few requests a second, each needing two retries).
+	DefaultRetryBudgetMinPerSecond = 10
+	// RetryBudgetFloorWindow is how many seconds of the floor its bucket holds, so a burst of
+	// failures after a quiet spell may take that many retries at once: the 10 s time to live of
+	// Finagle's and Linkerd's deposits.
+	RetryBudgetFloorWindow = 10 * time.Second
+	retryTokenCap          = 100
 )
 
 // milli is one retry in the budget's token count.
@@ -417,6 +425,9 @@ type RetryBudget struct {
 	// floorEvery is the time between two retries of the floor; a second divided by
 	// DefaultRetryBudgetMinPerSecond when zero.
 	floorEvery time.Duration
+	// floorWindow is how long a floor's worth of retries the bucket holds;
+	// RetryBudgetFloorWindow when zero.
+	floorWindow time.Duration
 }
 
 // Begin counts a request to the cluster in flight until End, and earns its share of a retry.
@@ -460,17 +471,21 @@ func (b *RetryBudget) spendToken() bool {
 	}
 }
 
-// spendFloor takes a retry of the floor, a bucket of a second's retries refilled at its rate
-// (the generic cell rate algorithm: nextFloor is when the bucket would be full again).
+// spendFloor takes a retry of the floor, a bucket of floorWindow's retries refilled at its
+// rate (the generic cell rate algorithm: nextFloor is when the bucket would be full again).
 func (b *RetryBudget) spendFloor(now time.Time) bool {
 	every := b.floorEvery
 	if every == 0 {
 		every = time.Second / DefaultRetryBudgetMinPerSecond
 	}
+	window := b.floorWindow
+	if window == 0 {
+		window = RetryBudgetFloorWindow
+	}
 	t := now.UnixNano()
 	for {
 		full := b.nextFloor.Load()
-		if full-t > int64(time.Second)-int64(every) {
+		if full-t > int64(window)-int64(every) {
 			return false // the bucket is empty
 		}
 		if b.nextFloor.CompareAndSwap(full, max(full, t)+int64(every)) {
