@@ -1,13 +1,16 @@
 # Coxswain: a Kubernetes Gateway API implementation with a secured control channel.
 
+# The Go toolchain, from hack/go-toolchain.sh (exported to every recipe).
+export GOTOOLCHAIN := $(shell sed -n 's/^export GOTOOLCHAIN=//p' hack/go-toolchain.sh)
+
 # Tool versions, pinned. Tools are installed into bin/ from the Go module proxy.
-CONTROLLER_TOOLS_VERSION ?= v0.21.0
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
 KUSTOMIZE_VERSION ?= v5.8.1
 HELM_VERSION ?= v3.22.0
 GOVULNCHECK_VERSION ?= v1.9.0
 CRD_REF_DOCS_VERSION ?= v0.3.0
-GATEWAY_API_VERSION ?= v1.6.3
+GATEWAY_API_VERSION ?= v1.7.0
 # GATEWAY_API_CHANNEL picks the Gateway API CRDs that install, deploy, cluster and conformance
 # use: standard (config/gateway-api) or experimental (config/gateway-api-experimental).
 GATEWAY_API_CHANNEL ?= standard

@@ -1,6 +1,6 @@
 module coxswain.dev/coxswain/discovery
 
-go 1.26.0
+go 1.27.0
 
 require (
 	github.com/go-logr/logr v1.4.4

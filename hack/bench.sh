@@ -15,6 +15,7 @@
 #
 # Usage: hack/bench.sh [runner flags], e.g. hack/bench.sh -quick or hack/bench.sh -duration 5s
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN="$ROOT/bin"

@@ -19,6 +19,7 @@
 #
 # State: bin/cluster/ (admin.kubeconfig, cluster.pid, images.txt, logs/ of every component).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 state="${root}/bin/cluster"

@@ -15,6 +15,7 @@
 # Exits non-zero when a test the suite ran failed (every test it runs is claimed: the core tests
 # of the profile and the tests of the features the GatewayClass lists), or a mode gave no report.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
@@ -48,11 +49,10 @@ mkdir -p "${out}"
 start=${SECONDS}
 (
 	cd test/conformance
-	CGO_ENABLED=0 go build -o "${out}/echo-basic" sigs.k8s.io/gateway-api/conformance/echo-basic
-	CGO_ENABLED=0 go build -o "${out}/coredns-stub" ./cmd/coredns-stub
+	CGO_ENABLED=0 go build -o "${out}/echo-basic" sigs.k8s.io/gateway-api-conformance-images/echo-basic
 	go test -c -o "${out}/conformance.test" .
 )
-echo "conformance: built echo-basic, coredns-stub and the suite in $((SECONDS - start))s"
+echo "conformance: built echo-basic and the suite in $((SECONDS - start))s"
 
 version="$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
 failed=0

@@ -10,6 +10,7 @@
 #   hack/e2e-cluster.sh --only external-ca                # only the external-ca cluster
 #   hack/e2e-cluster.sh --only default -test.run 'TestCluster/.*outage'   # the rest goes to the test binary
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"

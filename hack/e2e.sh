@@ -7,6 +7,7 @@
 #   hack/e2e.sh -run 'EndToEnd/the_operator'     # arguments go to go test
 #   COXSWAIN_E2E_PROXY=/path/to/proxy hack/e2e.sh   # test a prebuilt proxy (or _OPERATOR)
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"

@@ -3,9 +3,10 @@
 # experimental one, into a kustomize directory, so that `make install` and the tests use exactly
 # the version go.mod pins.
 #
-#   hack/gateway-api-crds.sh v1.6.3 config/gateway-api
-#   hack/gateway-api-crds.sh v1.6.3 config/gateway-api-experimental experimental
+#   hack/gateway-api-crds.sh v1.7.0 config/gateway-api
+#   hack/gateway-api-crds.sh v1.7.0 config/gateway-api-experimental experimental
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
 version="$1" dest="$2" channel="${3:-standard}"
 case "$channel" in
 standard | experimental) ;;

@@ -7,6 +7,8 @@
 #
 # A cold build takes several minutes on two cores and reports progress; a cache hit takes seconds.
 set -euo pipefail
+# An upstream build: the machine's own Go, whatever the Makefile exports (hack/go-toolchain.sh).
+export GOTOOLCHAIN=local
 
 KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"

@@ -7,6 +7,7 @@
 # skipped when bin/ already holds the pinned version. Generated .pb.go files are committed, so a
 # run on an unchanged tree leaves the tree unchanged.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
 
 BUF_VERSION="v1.75.0"
 PROTOC_GEN_GO_VERSION="v1.36.12"

@@ -1,6 +1,6 @@
 module coxswain.dev/coxswain/proxy
 
-go 1.26.0
+go 1.27.0
 
 replace coxswain.dev/coxswain/discovery => ../discovery
 

@@ -41,6 +41,7 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportGatewayAddressEmpty,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayPort8080,
+	features.SupportGatewayRouteHostnameIntersectionPrecedence,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayInfrastructure,
 	features.SupportGatewayStaticAddresses,
@@ -50,6 +51,7 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportHTTPRoute308RedirectStatusCode,
 	features.SupportHTTPRouteBackendProtocolH2C,
 	features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportHTTPRouteBackendURLRewrite,
 	features.SupportHTTPRouteBackendRequestHeaderModification,
 	features.SupportHTTPRouteBackendTimeout,
 	features.SupportHTTPRouteCORS,
@@ -67,6 +69,8 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteRequestPercentageMirror,
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRouteRetryCodes,
+	features.SupportHTTPRouteRetryConnectionError,
 	features.SupportHTTPRouteSchemeRedirect,
 	features.SupportListenerSet,
 	features.SupportReferenceGrant,
@@ -75,9 +79,7 @@ var supportedFeatures = []features.FeatureName{
 // experimentalFeatures are implemented too but need fields of the experimental-channel CRDs,
 // which the standard channel's drop: they are listed only when the experimental channel is
 // installed.
-var experimentalFeatures = []features.FeatureName{
-	features.SupportHTTPRouteRetry,
-}
+var experimentalFeatures = []features.FeatureName{}
 
 // ExperimentalChannel is the channel annotation value of the experimental-channel CRDs.
 const ExperimentalChannel = "experimental"

@@ -42,11 +42,11 @@ type Rule struct {
 	Filters  []Filter
 	Backends []Backend
 	Timeouts Timeouts
-	// Retry is the rule's retry stanza, nil when it has none.
+	// Retry is the rule's retry stanza, nil when it has none or sets attempts to 0.
 	Retry *Retry
 }
 
-// Retry is a rule's parsed retry stanza (experimental channel). Attempts is the most retries
+// Retry is a rule's parsed retry stanza. Attempts is the most retries
 // after the first attempt; Backoff is nil when unset.
 type Retry struct {
 	Codes    []int

@@ -19,8 +19,8 @@ func TestSupportedVersion(t *testing.T) {
 		want    metav1.ConditionStatus
 	}{
 		{"an unchecked version is assumed to be ours", "", metav1.ConditionTrue},
-		{"another patch release is supported", "v1.6.0", metav1.ConditionTrue},
-		{"another minor release is not", "v1.5.1", metav1.ConditionFalse},
+		{"another patch release is supported", "v1.7.1", metav1.ConditionTrue},
+		{"another minor release is not", "v1.6.3", metav1.ConditionFalse},
 		{"a missing annotation is not", "unknown", metav1.ConditionFalse},
 	}
 	for _, tt := range tests {
@@ -59,8 +59,8 @@ func TestSupportedFeaturesByChannel(t *testing.T) {
 		return out
 	}
 	for _, channel := range []string{"", "standard"} {
-		if names(channel)["HTTPRouteRetry"] {
-			t.Errorf("channel %q claims HTTPRouteRetry, whose retry field its CRDs drop", channel)
+		if !names(channel)["HTTPRouteRetryCodes"] {
+			t.Errorf("channel %q does not claim HTTPRouteRetryCodes, whose retry field is standard since v1.7", channel)
 		}
 	}
 	experimental := names(graph.ExperimentalChannel)

@@ -58,7 +58,9 @@ func validateRule(i int, rule gwapiv1.HTTPRouteRule) *metav1.Condition {
 	if _, err := parseRetry(rule.Retry); err != nil {
 		return unsupported("%v", err)
 	}
-	if rule.SessionPersistence != nil {
+	// The field is deprecated in favour of the Backend resource (GEP-4894), but the CRDs still
+	// have it, and a route that sets it must hear that it is not served.
+	if rule.SessionPersistence != nil { //nolint:staticcheck // see above
 		return unsupported("sessionPersistence is not supported")
 	}
 	for j := range rule.BackendRefs {
@@ -133,8 +135,9 @@ func parseTimeouts(t *gwapiv1.HTTPRouteTimeouts) (Timeouts, error) {
 const DefaultRetryAttempts = 1
 
 // parseRetry parses a rule's retry stanza. The CRD bounds codes to 400-599 and attempts to at
-// least 1; the bounds are checked again because the graph also reads objects the API server
-// did not validate (tests, older CRDs).
+// least 0; the bounds are checked again because the graph also reads objects the API server
+// did not validate (tests, older CRDs). An explicit attempts of 0 disables retries for the
+// rule, as the spec requires: the rule then has no retry at all (nil).
 func parseRetry(r *gwapiv1.HTTPRouteRetry) (*Retry, error) {
 	if r == nil {
 		return nil, nil
@@ -149,8 +152,8 @@ func parseRetry(r *gwapiv1.HTTPRouteRetry) (*Retry, error) {
 	slices.Sort(out.Codes)
 	out.Codes = slices.Compact(out.Codes)
 	if r.Attempts != nil {
-		if *r.Attempts < 1 {
-			return nil, fmt.Errorf("retry attempts %d is less than 1", *r.Attempts)
+		if *r.Attempts < 0 {
+			return nil, fmt.Errorf("retry attempts %d is negative", *r.Attempts)
 		}
 		out.Attempts = *r.Attempts
 	}
@@ -160,6 +163,9 @@ func parseRetry(r *gwapiv1.HTTPRouteRetry) (*Retry, error) {
 			return nil, fmt.Errorf("invalid retry backoff %q", *r.Backoff)
 		}
 		out.Backoff = &metav1.Duration{Duration: v}
+	}
+	if out.Attempts == 0 {
+		return nil, nil
 	}
 	return out, nil
 }

@@ -173,7 +173,7 @@ func TestImageMapCoversTheSuite(t *testing.T) {
 			}
 		}
 	})
-	if want := []string{"coredns-stub", "echo-basic", "echo-basic", "echo-basic"}; !slices.Equal(bins, want) {
+	if want := []string{"echo-basic", "echo-basic"}; !slices.Equal(bins, want) {
 		t.Errorf("images.txt binaries = %v, want %v (what hack/conformance.sh builds)", bins, want)
 	}
 }
