@@ -1,7 +1,7 @@
 # The operator: a static binary on distroless, running as the numeric nonroot user (so
 # runAsNonRoot can verify it). `make release` builds the same image without Docker
 # (hack/release): the same user, entrypoint, working directory and labels.
-FROM golang:1.26 AS build
+FROM golang:1.27 AS build
 ARG VERSION=dev
 ARG REVISION=unknown
 ARG PROXY_REPOSITORY=coxswain.dev/coxswain-proxy
