@@ -44,9 +44,21 @@ func TestContainerLogsThroughTheAPIServer(t *testing.T) {
 		t.Helper()
 		get(t, ip, "/log?stream="+stream+"&text="+url.QueryEscape(text))
 	}
+	// Lines of the two streams are ordered by when the agent reads them, each pipe by its own
+	// reader, as a container runtime orders them: a line is waited for in the log before the
+	// other stream writes, so that the order below is the order written.
+	logged := func(want string) {
+		t.Helper()
+		poll(t, fmt.Sprintf("the log to read %q", want), 10*time.Second, func() (bool, error) {
+			got := podLogs(t, c, "logger", &corev1.PodLogOptions{})
+			return got == want, fmt.Errorf("log %q", got)
+		})
+	}
 
 	say("stdout", "first\n")
+	logged("first\n")
 	say("stderr", "second, on stderr\n")
+	logged("first\nsecond, on stderr\n")
 	say("stdout", "a line in ") // its end comes with the next write
 	say("stdout", "two writes\n")
 	// sinceTime has a resolution of a second: the next line comes in a later second.
