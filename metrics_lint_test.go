@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
@@ -30,6 +29,7 @@ import (
 	"coxswain.dev/coxswain/discovery/server/stream"
 	"coxswain.dev/coxswain/discovery/spiffe"
 	"coxswain.dev/coxswain/internal/rebuild"
+	"coxswain.dev/coxswain/internal/testlog"
 )
 
 // lintAllowed are the promlint problems accepted in the operator's registry, by "metric: text",
@@ -150,7 +150,7 @@ func runController(t *testing.T) {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Logger: testr.New(t),
+		Logger: testlog.New(t),
 	})
 	if err != nil {
 		t.Fatal(err)

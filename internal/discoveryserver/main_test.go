@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,6 +26,7 @@ import (
 	"coxswain.dev/coxswain/internal/readiness"
 	"coxswain.dev/coxswain/internal/settings"
 	"coxswain.dev/coxswain/internal/testenv"
+	"coxswain.dev/coxswain/internal/testlog"
 )
 
 var (
@@ -64,7 +64,7 @@ type controller struct {
 // startController runs a replica in namespace with s until the test ends or stop is called.
 func startController(t *testing.T, namespace string, s settings.Settings) *controller {
 	t.Helper()
-	return startControllerWith(t, restConfig, testr.New(t), namespace, s)
+	return startControllerWith(t, restConfig, testlog.New(t), namespace, s)
 }
 
 // startControllerWith is startController on config, logging to logger.
