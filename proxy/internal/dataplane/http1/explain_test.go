@@ -110,7 +110,9 @@ func (h rqHead) targetBad() bool {
 	}
 	switch {
 	case h.method == "CONNECT":
-		return strings.HasPrefix(t, "/") || t == "*"
+		// An authority, uri-host ":" port (RFC 9112 section 3.2.3), begins with neither: net/http
+		// of Go 1.27 refuses "/..." and "*" alone but takes "*" followed by more.
+		return strings.HasPrefix(t, "/") || strings.HasPrefix(t, "*")
 	case t == "*":
 		return h.method != "OPTIONS"
 	case strings.HasPrefix(t, "/"):
