@@ -61,10 +61,20 @@ func pollFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-// ackClock records when the server receives each ACK, by version.
+// ackClock records when the server receives each ACK, by version, and when each snapshot send
+// returned (gRPC took the message: it waits only for flow control, not for the socket).
 type ackClock struct {
-	mu sync.Mutex
-	at map[string][]time.Time
+	mu    sync.Mutex
+	at    map[string][]time.Time
+	sends []time.Time
+}
+
+// sentSince returns the times of the sends that returned after since.
+func (c *ackClock) sentSince(since time.Time) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(c.sends, since, time.Time.Compare)
+	return slices.Clone(c.sends[i:])
 }
 
 func (c *ackClock) count(version string) int {
@@ -89,6 +99,21 @@ func (c *ackClock) interceptor() grpc.StreamServerInterceptor {
 type clockedStream struct {
 	grpc.ServerStream
 	clock *ackClock
+}
+
+func (s *clockedStream) SendMsg(m any) error {
+	err := s.ServerStream.SendMsg(m)
+	if _, ok := m.(*frame); ok && err == nil {
+		now := time.Now()
+		s.clock.mu.Lock()
+		// Appended in order of the clock, as sentSince's search needs, under the lock.
+		if n := len(s.clock.sends); n > 0 && now.Before(s.clock.sends[n-1]) {
+			now = s.clock.sends[n-1]
+		}
+		s.clock.sends = append(s.clock.sends, now)
+		s.clock.mu.Unlock()
+	}
+	return err
 }
 
 func (s *clockedStream) RecvMsg(m any) error {

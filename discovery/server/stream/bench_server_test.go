@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/mem"
@@ -175,13 +174,8 @@ func TestBenchServerProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv, err := New(Config{
-		TrustDomain: p.TD, Bundles: p.Bundle, Cache: snapshots, Scopes: scopes,
-		MaxStreamsPerIdentity: 4096, MaxStreams: 20000, MaxConnections: 20000,
-		Registerer: prometheus.NewRegistry(), Logger: logr.Discard(),
-	})
-	if err != nil {
-		t.Fatal(err)
+	if cpu := os.Getenv(benchPinEnv); cpu != "" {
+		pinProcess(t, cpu)
 	}
 	scopes.sas[fanoutScope.Namespace+"/"+fanoutScope.Name] = fanoutServiceAccount
 	if _, err := snapshots.Set(fanoutScope, routes(t, fanoutRoutes, -1, 0)); err != nil {
@@ -189,11 +183,13 @@ func TestBenchServerProcess(t *testing.T) {
 	}
 	clock := &ackClock{at: map[string][]time.Time{}}
 	published := map[string]time.Time{}
-	gs, err := srv.NewGRPCServer(p.StreamServerTLS(), grpc.ChainStreamInterceptor(clock.interceptor()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := servertest.Serve(t, gs)
+	serving := serveBench(t, Config{
+		TrustDomain: p.TD, Bundles: p.Bundle, Cache: snapshots, Scopes: scopes,
+		MaxStreamsPerIdentity: 20000, MaxStreams: 20000, MaxConnections: 20000, MaxConnectionsPerSource: 20000,
+		Logger: logr.Discard(),
+	}, p, clock, "127.0.0.1:0")
+	t.Cleanup(func() { serving.stop(t) })
+	addr := serving.addr
 
 	body, _, err := snapshots.Get(cache.SharedPool()).Encode(nil)
 	if err != nil {
@@ -252,14 +248,35 @@ func TestBenchServerProcess(t *testing.T) {
 			reply(addr + " " + rawAddr)
 		case "cpu":
 			// Teardown of the last round's streams is part of its cost.
-			pollFor(t, "the streams to close", time.Minute, func() bool { return len(srv.live()) == 0 && raw.live.Load() == 0 })
+			pollFor(t, "the streams to close", time.Minute, func() bool { return len(serving.srv.live()) == 0 && raw.live.Load() == 0 })
 			reply(strconv.FormatInt(int64(processCPU(t)), 10))
 		case "heap":
 			runtime.GC()
 			runtime.GC()
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
-			reply(fmt.Sprintf("%d %d %d %d", m.HeapInuse, m.StackInuse, residentBytes(t), len(srv.live())))
+			reply(fmt.Sprintf("%d %d %d %d", m.HeapInuse, m.StackInuse, residentBytes(t), len(serving.srv.live())))
+		case "sent":
+			// The publish-to-send latencies of version v, in nanoseconds, once n sends returned.
+			v, n, _ := strings.Cut(arg, " ")
+			want, _ := strconv.Atoi(n)
+			var sent []time.Time
+			pollFor(t, "the sends of "+v, time.Minute, func() bool { sent = clock.sentSince(published[v]); return len(sent) >= want })
+			var out []string
+			for _, at := range sent {
+				out = append(out, strconv.FormatInt(int64(at.Sub(published[v])), 10))
+			}
+			reply(strings.Join(out, " "))
+		case "live":
+			reply(strconv.Itoa(len(serving.srv.live())))
+		case "restart":
+			// Stops the stream server, which closes every connection, and serves a new one
+			// on the same address and cache; answers how long the stop took, in nanoseconds.
+			at := time.Now()
+			serving.stop(t)
+			stopped := time.Since(at)
+			serving = serveBench(t, serving.cfg, p, clock, addr)
+			reply(strconv.FormatInt(int64(stopped), 10))
 		case "stop":
 			return
 		}
@@ -304,7 +321,9 @@ type benchChild struct {
 	recv    *bufio.Scanner
 }
 
-func startBenchChild(t *testing.T, gateways int) *benchChild {
+// startBenchChild starts the server process with gateways Gateways and env added to its
+// environment.
+func startBenchChild(t *testing.T, gateways int, env ...string) *benchChild {
 	t.Helper()
 	p := servertest.NewPKI(t)
 	dir := t.TempDir()
@@ -332,7 +351,7 @@ func startBenchChild(t *testing.T, gateways int) *benchChild {
 		args = append(args, "-test.cpuprofile="+prof)
 	}
 	child := exec.CommandContext(ctx, os.Args[0], args...) //nolint:gosec // this test binary
-	child.Env = append(os.Environ(), benchDirEnv+"="+dir, benchGatewaysEnv+"="+strconv.Itoa(gateways))
+	child.Env = append(append(os.Environ(), benchDirEnv+"="+dir, benchGatewaysEnv+"="+strconv.Itoa(gateways)), env...)
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	child.ExtraFiles = []*os.File{cmdR, repW}
 	if err := child.Start(); err != nil {
