@@ -136,7 +136,7 @@ bench-control-plane: k8s-assets ## Benchmark the control plane: rebuild per rout
 	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkBuildCompile/routes=1000$$' -benchmem -count 1 ./internal/graph/ | tee $(CONTROL_PLANE_BENCH)/graph.txt
 	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkRouteEdit/routes=5000/rebuild$$' -benchtime 300x -cpuprofile $(CONTROL_PLANE_BENCH)/route-edit.pprof -o $(CONTROL_PLANE_BENCH)/rebuild.test ./internal/rebuild/ && go tool pprof -top -cum -nodecount 50 $(CONTROL_PLANE_BENCH)/rebuild.test $(CONTROL_PLANE_BENCH)/route-edit.pprof | tee $(CONTROL_PLANE_BENCH)/route-edit-top.txt
 	mkdir -p $(CONTROL_PLANE_BENCH) && cd discovery && go test -run '^$$' -bench 'BenchmarkSignCSR' -benchmem -benchtime 3s -cpu 1,2 ./pki/ | tee $(CONTROL_PLANE_BENCH)/sign.txt
-	mkdir -p $(CONTROL_PLANE_BENCH) && cd discovery && COXSWAIN_BENCH=1 go test -count=1 -timeout 30m -v -run '^TestBench(FanoutDelta|FullSnapshotCPU|IdleStreamMemory)$$' ./server/stream/ | tee $(CONTROL_PLANE_BENCH)/stream.txt
+	mkdir -p $(CONTROL_PLANE_BENCH) && cd discovery && COXSWAIN_BENCH=1 go test -count=1 -timeout 45m -v -run '^TestBench(FanoutDelta|FanoutPerStream|FullSnapshotCPU|IdleStreamMemory|TenThousandProxies)$$' ./server/stream/ | tee $(CONTROL_PLANE_BENCH)/stream.txt
 	$(MAKE) bench-propagation
 	mkdir -p $(CONTROL_PLANE_BENCH) && KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(LOCALBIN)/k8s}" COXSWAIN_MEASURE=1 go test -count 1 -run 'TestMeasureBootstrapStorm' -v ./internal/discoveryserver/ | tee $(CONTROL_PLANE_BENCH)/bootstrap-storm.txt
 
