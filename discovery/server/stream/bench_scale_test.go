@@ -5,6 +5,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -234,6 +235,17 @@ type fanout struct {
 	// acks are publish-to-ACK latencies over every ACK; sent publish-to-send over every send;
 	// last the last ACK of each round.
 	acks, sent, last []time.Duration
+	// reads and writes are the server's read and write system calls per stream and round.
+	reads, writes float64
+}
+
+// syscalls returns the read and write system calls of the server process so far.
+func (c *benchChild) syscalls() (reads, writes int64) {
+	c.t.Helper()
+	if _, err := fmt.Sscan(c.ask("syscalls"), &reads, &writes); err != nil {
+		c.t.Fatal(err)
+	}
+	return reads, writes
 }
 
 // rounds publishes rounds deltas, each changing one route of the fan-out scope, one after the
@@ -241,6 +253,7 @@ type fanout struct {
 func (f *fleet) rounds(rounds int, from int) fanout {
 	n := len(f.clients)
 	r := fanout{proxies: n, rounds: rounds}
+	reads0, writes0 := f.c.syscalls()
 	server0, agents0, wall0 := f.c.usage(), processCPU(f.t), time.Now()
 	for i := range rounds {
 		version := f.c.ask("publish " + strconv.Itoa(from+i))
@@ -251,6 +264,8 @@ func (f *fleet) rounds(rounds int, from int) fanout {
 	}
 	per := time.Duration(rounds)
 	r.serverCPU, r.agentCPU, r.wall = (f.c.usage()-server0)/per, (processCPU(f.t)-agents0)/per, time.Since(wall0)/per
+	reads, writes := f.c.syscalls()
+	r.reads, r.writes = float64(reads-reads0)/float64(rounds*n), float64(writes-writes0)/float64(rounds*n)
 	slices.Sort(r.acks)
 	slices.Sort(r.sent)
 	slices.Sort(r.last)
@@ -261,7 +276,7 @@ func (r fanout) String() string {
 	us := func(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
 	return strconv.Itoa(r.proxies) + " proxies, " + strconv.Itoa(r.rounds) + " rounds: server CPU per round " + us(r.serverCPU) +
 		" (" + (r.serverCPU / time.Duration(r.proxies)).Round(100*time.Nanosecond).String() + " per proxy), agents' CPU per round " + us(r.agentCPU) +
-		", wall per round " + us(r.wall) +
+		", wall per round " + us(r.wall) + fmt.Sprintf("; server system calls per proxy and round: %.2f reads, %.2f writes", r.reads, r.writes) +
 		"; publish-to-send (server side) p50 " + us(percentile(r.sent, 50)) + ", p99 " + us(percentile(r.sent, 99)) + ", max " + us(r.sent[len(r.sent)-1]) +
 		"; publish-to-ACK p50 " + us(percentile(r.acks, 50)) + ", p99 " + us(percentile(r.acks, 99)) + ", max " + us(r.acks[len(r.acks)-1]) +
 		"; last ACK of a round: median " + us(percentile(r.last, 50)) + ", worst " + us(r.last[len(r.last)-1])
@@ -361,6 +376,9 @@ func TestBenchTenThousandProxies(t *testing.T) {
 			per(m.rss, base.rss), verdict(per(m.rss, base.rss) <= 50))
 	}
 	idle("connected")
+	if prof := os.Getenv("COXSWAIN_BENCH_SERVER_HEAPPROFILE"); prof != "" {
+		c.ask("heapprofile " + prof)
+	}
 	f.rounds(1, 1) // warm-up
 	t.Logf("one-route delta: %s", f.rounds(rounds, 100))
 

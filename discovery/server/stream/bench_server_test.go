@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -267,6 +268,23 @@ func TestBenchServerProcess(t *testing.T) {
 				out = append(out, strconv.FormatInt(int64(at.Sub(published[v])), 10))
 			}
 			reply(strings.Join(out, " "))
+		case "heapprofile":
+			// Writes a heap profile, after a collection, to the file arg.
+			runtime.GC()
+			f, err := os.Create(arg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			reply("ok")
+		case "syscalls":
+			// The read and write system calls of this process so far (syscr and syscw).
+			reply(syscallCounts(t))
 		case "live":
 			reply(strconv.Itoa(len(serving.srv.live())))
 		case "restart":
@@ -281,6 +299,25 @@ func TestBenchServerProcess(t *testing.T) {
 			return
 		}
 	}
+}
+
+// syscallCounts returns the read and write system calls this process made, "syscr syscw".
+func syscallCounts(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r, w string
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			r = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			w = strings.TrimSpace(v)
+		}
+	}
+	return r + " " + w
 }
 
 // residentBytes returns the resident set size of this process.

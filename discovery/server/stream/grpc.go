@@ -19,12 +19,18 @@ const (
 	maxConcurrentStreams = 4
 	// connectionAgeGrace is how long a connection past its age keeps its streams before it closes.
 	connectionAgeGrace = 30 * time.Second
+	// streamWindow is each stream's receive window: room for two of the largest client messages.
+	// A fixed window turns off gRPC's bandwidth estimator, which answered every ACK with a window
+	// update and a ping (one more write and one more read on every stream for every snapshot),
+	// and holds what a client can send ahead of the server's reading to the window.
+	streamWindow = 2 * discoveryv1.MaxClientMessageBytes
 )
 
 // NewGRPCServer returns the gRPC server of the stream listener with s registered behind its
 // interceptors: TLS 1.3 with tlsConfig (tlsconfig.MTLSServer), which must demand and verify a
-// client certificate, a handshake deadline, an idle limit, keepalive enforcement and message
-// size caps, and a maximum connection age a little past the session lifetime. The gRPC health service answers there too, to mTLS peers only (service "" and
+// client certificate, a handshake deadline, an idle limit, keepalive enforcement, message
+// size caps, fixed receive windows, no read buffer over TLS's own, and a maximum connection age a
+// little past the session lifetime. The gRPC health service answers there too, to mTLS peers only (service "" and
 // the Discovery service; NOT_SERVING after Shutdown). There is no way to build it
 // without TLS.
 func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption) (*grpc.Server, error) {
@@ -44,6 +50,12 @@ func (s *Server) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption)
 		grpc.MaxRecvMsgSize(discoveryv1.MaxClientMessageBytes),
 		grpc.MaxSendMsgSize(discoveryv1.MaxServerMessageBytes),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.StaticStreamWindowSize(streamWindow),
+		grpc.StaticConnWindowSize(maxConcurrentStreams * streamWindow),
+		// No read buffer of gRPC's own over the TLS connection, which buffers records already:
+		// its 32 KiB per connection were half the heap of an idle stream, and what a proxy sends
+		// (Subscribe, ACK, NACK) is small.
+		grpc.ReadBufferSize(0),
 		grpc.ConnectionTimeout(s.limits.handshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: discoveryv1.KeepaliveMinInterval, PermitWithoutStream: false,
