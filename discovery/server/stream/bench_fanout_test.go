@@ -3,7 +3,6 @@
 package stream
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -14,15 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
-	"coxswain.dev/coxswain/discovery/client"
 	"coxswain.dev/coxswain/discovery/server/cache"
-	"coxswain.dev/coxswain/discovery/server/servertest"
-	"coxswain.dev/coxswain/discovery/tlsconfig"
 )
 
 // benchEnv gates the control-plane benchmarks: they take minutes and most of the machine.
@@ -157,70 +152,19 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // Measures the fan-out of a one-route delta: COXSWAIN_BENCH_PROXIES (1000) discovery clients in
 // this process, each on its own mTLS connection with its own SVID, subscribe to one Gateway
 // scope of 100 routes served by the stream server in a process of its own; every round changes
-// one route, and the server stamps each ACK as gRPC hands it over. Reports publish-to-ACK p50 and
-// p99 over every ACK of COXSWAIN_BENCH_ROUNDS (20) rounds, the median of each round's last ACK,
-// and the CPU of the server process and of this one per round.
+// one route, and the server stamps each ACK as gRPC hands it over (see fleet). Reports
+// publish-to-ACK p50 and p99 over every ACK of COXSWAIN_BENCH_ROUNDS (20) rounds, the last ACK
+// of each round, and the CPU of the server process and of this one per round.
+// TestBenchFanoutPerStream takes the server's CPU per stream from the same rounds at two sizes.
 func TestBenchFanoutDelta(t *testing.T) {
 	skipUnlessBench(t)
 	proxies := benchInt(t, "COXSWAIN_BENCH_PROXIES", 1000)
 	rounds := benchInt(t, "COXSWAIN_BENCH_ROUNDS", 20)
-	c := startBenchChild(t, 1)
-	first := c.ask("version")
-	controller := spiffeid.RequireFromString(servertest.ControllerID)
-
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	started := time.Now()
-	for batch := 0; batch < proxies; batch += 50 {
-		for i := batch; i < min(batch+50, proxies); i++ {
-			cfg := client.StreamConfig{
-				Address: "passthrough:///" + c.addr, NodeID: "proxy-" + strconv.Itoa(i), Scope: fanoutScope.Proto(),
-				TLS: client.StreamTLS(tlsconfig.NewRotatingCertificate(c.pki.SVID(t, fanoutID)), c.pki.Bundle, controller),
-			}
-			wg.Go(func() {
-				var held client.Resources
-				err := client.Run(ctx, cfg, func(_ context.Context, snap *discoveryv1.Snapshot) error {
-					held = held.Apply(snap)
-					return nil
-				})
-				if ctx.Err() == nil {
-					t.Errorf("proxy %s: %v", cfg.NodeID, err)
-				}
-			})
-		}
-		c.ask("acks " + first + " " + strconv.Itoa(min(batch+50, proxies)))
-	}
-	t.Logf("%d proxies connected and acknowledged the first snapshot in %s", proxies, time.Since(started).Round(time.Millisecond))
-
-	var all, last []time.Duration
-	serverCPU, clientCPU, wall0 := c.usage(), processCPU(t), time.Now()
-	for r := range rounds {
-		version := c.ask("publish " + strconv.Itoa(r+1))
-		var round []time.Duration
-		for _, f := range strings.Fields(c.ask("acks " + version + " " + strconv.Itoa(proxies))) {
-			n, err := strconv.ParseInt(f, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			round = append(round, time.Duration(n))
-		}
-		slices.Sort(round)
-		all = append(all, round...)
-		last = append(last, round[len(round)-1])
-	}
-	serverCPU, clientCPU = c.usage()-serverCPU, processCPU(t)-clientCPU
-	wall := time.Since(wall0)
-	slices.Sort(all)
-	slices.Sort(last)
-	perRound := func(d time.Duration) time.Duration { return (d / time.Duration(rounds)).Round(time.Microsecond) }
-	t.Logf("CPU per round: server process %s (%s per proxy), the %d proxies %s; wall time per round %s",
-		perRound(serverCPU), (serverCPU / time.Duration(rounds*proxies)).Round(100*time.Nanosecond), proxies, perRound(clientCPU), perRound(wall))
-	t.Logf("fan-out of a one-route delta to %d proxies, %d rounds: publish-to-ACK p50 %s, p99 %s, max %s; last ACK of a round: median %s, worst %s (target p99 <= 100ms: %s)",
-		proxies, rounds, percentile(all, 50).Round(time.Microsecond), percentile(all, 99).Round(time.Microsecond),
-		all[len(all)-1].Round(time.Microsecond), percentile(last, 50).Round(time.Microsecond), last[len(last)-1].Round(time.Microsecond),
-		verdict(percentile(all, 99) <= 100*time.Millisecond))
+	f := newFleet(t, startBenchChild(t, 1))
+	took := f.grow(proxies, 50)
+	t.Logf("%d proxies connected and acknowledged the first snapshot in %s", proxies, took.Round(time.Millisecond))
+	r := f.rounds(rounds, 1)
+	t.Logf("fan-out of a one-route delta: %s (target p99 <= 100ms: %s)", r, verdict(percentile(r.acks, 99) <= 100*time.Millisecond))
 }
 
 // processCPU returns the user and system CPU time this process used so far.

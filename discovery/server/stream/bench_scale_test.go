@@ -132,16 +132,28 @@ type fleet struct {
 	attempts atomic.Int64
 	mu       sync.Mutex
 	failures map[string]int
+	// examples holds the first error of each code.
+	examples []string
+	// dial are the clients' extra dial options.
+	dial []grpc.DialOption
 }
 
 type fleetClient struct {
 	// fullIn is the generation in which the client last received a full snapshot, from 1.
 	fullIn atomic.Int64
+	// last is the client's last stream error, under fleet.mu.
+	last string
 }
 
 func newFleet(t *testing.T, c *benchChild) *fleet {
 	ctx, cancel := context.WithCancel(t.Context())
 	f := &fleet{t: t, c: c, ctx: ctx, failures: map[string]int{}}
+	if os.Getenv("COXSWAIN_BENCH_CLIENT_STATIC_WINDOW") != "" {
+		// What fixed receive windows in discovery/client would save: no BDP ping from the
+		// client on every snapshot, which the server answers with one more write.
+		f.dial = []grpc.DialOption{grpc.WithStaticStreamWindowSize(1 << 20), grpc.WithStaticConnWindowSize(1 << 20)}
+		t.Log("clients with fixed receive windows of 1 MiB (COXSWAIN_BENCH_CLIENT_STATIC_WINDOW)")
+	}
 	f.generation.Store(1)
 	t.Cleanup(func() {
 		cancel()
@@ -162,7 +174,8 @@ func (f *fleet) grow(n, batch int) time.Duration {
 			f.clients = append(f.clients, fc)
 			cfg := client.StreamConfig{
 				Address: "passthrough:///" + f.c.addr, NodeID: "proxy-" + strconv.Itoa(i), Scope: fanoutScope.Proto(),
-				TLS: client.StreamTLS(tlsconfig.NewRotatingCertificate(f.c.pki.SVID(f.t, fanoutID)), f.c.pki.Bundle, controller),
+				TLS:         client.StreamTLS(tlsconfig.NewRotatingCertificate(f.c.pki.SVID(f.t, fanoutID)), f.c.pki.Bundle, controller),
+				DialOptions: f.dial,
 			}
 			f.wg.Go(func() { f.supervise(cfg, fc) })
 		}
@@ -190,7 +203,12 @@ func (f *fleet) supervise(cfg client.StreamConfig, fc *fleetClient) {
 			return
 		}
 		f.mu.Lock()
-		f.failures[status.Code(errors.Unwrap(err)).String()]++
+		code := status.Code(errors.Unwrap(err)).String()
+		if f.failures[code] == 0 {
+			f.examples = append(f.examples, err.Error())
+		}
+		f.failures[code]++
+		fc.last = err.Error()
 		f.mu.Unlock()
 		d := min(base<<min(attempt, 10), ceiling)
 		d = min(d+time.Duration(float64(d)*jitter*rand.Float64()), ceiling) //nolint:gosec // jitter, not a secret
@@ -203,12 +221,26 @@ func (f *fleet) supervise(cfg client.StreamConfig, fc *fleetClient) {
 	}
 }
 
-// failed returns the stream errors seen so far by gRPC code, and forgets them.
-func (f *fleet) failed() map[string]int {
+// failed returns the stream errors seen so far by gRPC code with an example of each, and
+// forgets them.
+func (f *fleet) failed() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := f.failures
-	f.failures = map[string]int{}
+	out := fmt.Sprintf("%v (for example %q)", f.failures, f.examples)
+	f.failures, f.examples = map[string]int{}, nil
+	return out
+}
+
+// stuck returns the last errors of up to three clients without a full snapshot in this generation.
+func (f *fleet) stuck() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for i, c := range f.clients {
+		if c.fullIn.Load() != f.generation.Load() && len(out) < 3 {
+			out = append(out, "proxy-"+strconv.Itoa(i)+": "+c.last)
+		}
+	}
 	return out
 }
 
@@ -300,7 +332,8 @@ func (r fanout) String() string {
 // agents' CPU included since they share the cores) and to the return of each send in the server
 // (publish-to-send: the server's own fan-out, which waits on the agents only through the CPU
 // they take). With COXSWAIN_BENCH_PIN=1 the server process runs on CPU 0 and this process on
-// CPU 1, so that neither takes the other's core.
+// CPU 1, so that neither takes the other's core. With COXSWAIN_BENCH_CLIENT_STATIC_WINDOW=1 the
+// clients fix their receive windows (no BDP pings), which discovery/client does not do.
 func TestBenchFanoutPerStream(t *testing.T) {
 	skipUnlessBench(t)
 	few := benchInt(t, "COXSWAIN_BENCH_FEW", 100)
@@ -365,7 +398,7 @@ func TestBenchTenThousandProxies(t *testing.T) {
 	f := newFleet(t, c)
 	server0 := c.usage()
 	took := f.grow(n, 250)
-	t.Logf("%d proxies connected and received their first snapshot in %s (server CPU %s); stream errors %v",
+	t.Logf("%d proxies connected and received their first snapshot in %s (server CPU %s); stream errors %s",
 		n, took.Round(time.Millisecond), (c.usage() - server0).Round(time.Millisecond), f.failed())
 	idle := func(when string) {
 		m := c.memory()
@@ -394,11 +427,11 @@ func TestBenchTenThousandProxies(t *testing.T) {
 	all = time.Since(start)
 	stuck := int64(n) - f.fulls.Load()
 	live := c.ask("live")
-	t.Logf("reconnect storm of %d proxies after a server restart (stop took %s): all subscribed with a full snapshot again in %s (target <= 60s: %s); %d stuck after %s; server live streams %s; server CPU %s, agents' CPU %s; stream errors seen by the clients %v, %d streams opened in all",
+	t.Logf("reconnect storm of %d proxies after a server restart (stop took %s): all subscribed with a full snapshot again in %s (target <= 60s: %s); %d stuck after %s; server live streams %s; server CPU %s, agents' CPU %s; stream errors seen by the clients %s, %d streams opened in all",
 		n, stopped.Round(time.Millisecond), all.Round(time.Millisecond), verdict(stuck == 0 && all <= time.Minute), stuck, deadline,
 		live, (c.usage() - server0).Round(time.Millisecond), (processCPU(t) - agents0).Round(time.Millisecond), f.failed(), f.attempts.Load())
 	if stuck > 0 {
-		t.Errorf("%d proxies stuck without a full snapshot %s after the restart", stuck, deadline)
+		t.Errorf("%d proxies stuck without a full snapshot %s after the restart, for example %q", stuck, deadline, f.stuck())
 	}
 	idle("after the storm")
 }
