@@ -163,11 +163,25 @@ func (x *exchange) fail(status int) int {
 	if x.wrote {
 		return status
 	}
+	if isGRPC(x.r) {
+		return x.grpcReply(status, grpcCode(status))
+	}
 	hdr := x.w.Header()
 	clear(hdr)
 	hdr["Content-Length"] = []string{"0"}
 	x.writeHeader(status)
 	return status
+}
+
+// failBackend answers a request whose rule or backend share has nothing to forward to (an
+// unresolved backend reference, a rule without backends) with status; a gRPC call gets
+// UNAVAILABLE, which the Gateway API requires of a GRPCRoute's invalid backends where an
+// HTTPRoute's get 500.
+func (x *exchange) failBackend(status int) int {
+	if !x.wrote && isGRPC(x.r) {
+		return x.grpcReply(status, grpcUnavailable)
+	}
+	return x.fail(status)
 }
 
 // refuse answers a request the proxy turned down, saying why in the access log and metrics.
@@ -181,6 +195,9 @@ func (x *exchange) refuse(status int, reason string) int {
 			// On HTTP/2 the stream ends alone; Connection: close would end the connection.
 			x.closeConn = true
 		}
+	}
+	if !x.wrote && isGRPC(x.r) {
+		return x.grpcReply(status, grpcCode(status))
 	}
 	return x.failKeep(status)
 }

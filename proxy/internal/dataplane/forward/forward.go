@@ -38,9 +38,9 @@ func (h *Handler) forward(x *exchange) int {
 	b := r.Pick(h.opts.Rand())
 	switch {
 	case b == nil:
-		return x.fail(http.StatusInternalServerError)
+		return x.failBackend(http.StatusInternalServerError)
 	case b.ErrorStatus != 0:
-		return x.fail(b.ErrorStatus)
+		return x.failBackend(b.ErrorStatus)
 	}
 	cl := x.state.Upstreams.Cluster(b.Cluster.Index)
 	if cl.FailClosed {

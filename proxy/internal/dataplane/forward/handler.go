@@ -263,7 +263,7 @@ func (h *Handler) answer(x *exchange) int {
 	case r.Redirect != nil:
 		return x.redirect(r.Redirect)
 	case r.DirectStatus != 0:
-		return x.fail(r.DirectStatus)
+		return x.failBackend(r.DirectStatus)
 	}
 	return h.forward(x)
 }
