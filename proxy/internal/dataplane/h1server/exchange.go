@@ -43,6 +43,12 @@ func (c *conn) serveRequest() bool {
 	}
 	c.runHandler(h, w, req)
 	if w.hijacked || w.aborted || c.isGone() {
+		// A goroutine of the handler's may still read the body (a transport's RoundTrip may
+		// close it after returning): end it before the connection gives its read buffer back.
+		// A hijack ended it already.
+		if bd != nil && !w.hijacked {
+			bd.end()
+		}
 		w.put()
 		return false
 	}

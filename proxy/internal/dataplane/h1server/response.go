@@ -445,6 +445,10 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		}
 	}
 	c := w.c
+	if w.body != nil {
+		// The read buffer goes to the hijacker: no read of the body may touch it after.
+		w.body.end()
+	}
 	c.wmu.Lock()
 	w.hijacked = true
 	c.wmu.Unlock()
