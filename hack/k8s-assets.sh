@@ -47,7 +47,9 @@ run_with_progress() {
 build_kube() {
   local work="$1" out="$2"
   local kdir
-  kdir="$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  # From the work directory: the clone's go.mod asks for a newer Go than the machine's, which
+  # GOTOOLCHAIN=local refuses to run in.
+  kdir="$(cd "$work" && go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
   [ -n "$kdir" ] || { log "cannot download k8s.io/kubernetes@${KUBE_VERSION}"; return 1; }
   local staging="v0.${KUBE_VERSION#v1.}"
   mkdir -p "$work/kube"
