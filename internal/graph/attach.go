@@ -20,7 +20,7 @@ func (b *builder) attach(r *HTTPRoute, p *Parent) {
 	}
 	allowed := b.allowedListeners(r, selected)
 	if len(allowed) == 0 {
-		msg := fmt.Sprintf("No listener of %s allows HTTPRoutes from namespace %s", p.parentName(), r.Source.Namespace)
+		msg := fmt.Sprintf("No listener of %s allows %ss from namespace %s", p.parentName(), r.Kind(), r.Source.Namespace)
 		p.Conditions = []metav1.Condition{conditions.NewRouteNotAllowedByListeners(msg), r.resolvedRefs}
 		return
 	}
@@ -78,16 +78,16 @@ func noMatchMessage(p *Parent) string {
 func (b *builder) allowedListeners(r *HTTPRoute, ls []*Listener) []*Listener {
 	var out []*Listener
 	for _, l := range ls {
-		if allowsHTTPRoute(l) && b.allowsNamespace(l, r.Source.Namespace) {
+		if allowsKind(l, r.Kind()) && b.allowsNamespace(l, r.Source.Namespace) {
 			out = append(out, l)
 		}
 	}
 	return out
 }
 
-func allowsHTTPRoute(l *Listener) bool {
+func allowsKind(l *Listener, kind string) bool {
 	for _, k := range l.SupportedKinds {
-		if k.Kind == kindHTTPRoute {
+		if string(k.Kind) == kind {
 			return true
 		}
 	}

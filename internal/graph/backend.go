@@ -59,7 +59,7 @@ func (b *builder) resolveBackends(r *HTTPRoute, refs []gwapiv1.HTTPBackendRef) [
 // resolveBackend resolves one reference to a Service port. A failure sets the route's
 // ResolvedRefs condition (the first failure wins) and yields an invalid Backend.
 func (b *builder) resolveBackend(r *HTTPRoute, ref gwapiv1.BackendObjectReference, weight int32) Backend {
-	key, problem := b.resolveServicePort(r.Source.Namespace, ref)
+	key, problem := b.resolveServicePort(r.Kind(), r.Source.Namespace, ref)
 	if problem != nil {
 		if r.resolvedRefs.Status == metav1.ConditionTrue {
 			r.resolvedRefs = *problem
@@ -67,10 +67,13 @@ func (b *builder) resolveBackend(r *HTTPRoute, ref gwapiv1.BackendObjectReferenc
 		return Backend{Cluster: key, Weight: weight}
 	}
 	b.clusters[key] = true
+	if r.GRPC != nil {
+		b.grpcClusters[key] = true
+	}
 	return Backend{Cluster: key, Weight: weight, Valid: true}
 }
 
-func (b *builder) resolveServicePort(routeNamespace string, ref gwapiv1.BackendObjectReference) (ClusterKey, *metav1.Condition) {
+func (b *builder) resolveServicePort(routeKind, routeNamespace string, ref gwapiv1.BackendObjectReference) (ClusterKey, *metav1.Condition) {
 	key := ClusterKey{Namespace: routeNamespace, Name: string(ref.Name), Port: deref(ref.Port)}
 	if ref.Namespace != nil {
 		key.Namespace = string(*ref.Namespace)
@@ -83,7 +86,7 @@ func (b *builder) resolveServicePort(routeNamespace string, ref gwapiv1.BackendO
 	if group != "" || kind != kindService {
 		return key, ptr(conditions.NewRouteInvalidKind(fmt.Sprintf("Backend %s is a %s, not a core Service", svcKey, groupKind(group, kind))))
 	}
-	from := reference{group: gwapiv1.GroupName, kind: kindHTTPRoute, namespace: routeNamespace}
+	from := reference{group: gwapiv1.GroupName, kind: routeKind, namespace: routeNamespace}
 	if !b.grants.allows(from, reference{kind: kindService, namespace: key.Namespace, name: key.Name}) {
 		return key, ptr(conditions.NewRouteRefNotPermitted(fmt.Sprintf("Service %s is in another namespace and no ReferenceGrant allows it", svcKey)))
 	}
@@ -123,6 +126,9 @@ type Cluster struct {
 	// TLS is set when a BackendTLSPolicy selects the Service port: its endpoints are reached
 	// over TLS only.
 	TLS *BackendTLS
+	// GRPC is set when a GRPCRoute uses the Service port: gRPC is HTTP/2, so its endpoints are
+	// spoken to over HTTP/2 whatever the port's appProtocol says, by every route that uses it.
+	GRPC bool
 }
 
 // Endpoint is a ready address and target port of a cluster.
@@ -136,7 +142,7 @@ func (b *builder) buildClusters() []*Cluster {
 	for key := range b.clusters {
 		svc := b.cs.Services[types.NamespacedName{Namespace: key.Namespace, Name: key.Name}]
 		sp := servicePort(svc, key.Port)
-		c := &Cluster{Key: key, AppProtocol: deref(sp.AppProtocol), Endpoints: b.endpoints(key)}
+		c := &Cluster{Key: key, AppProtocol: deref(sp.AppProtocol), Endpoints: b.endpoints(key), GRPC: b.grpcClusters[key]}
 		if p := b.backendTLS(key, sp); p != nil {
 			c.TLS = p.TLS
 		}

@@ -76,6 +76,9 @@ type Graph struct {
 	Gateways []*Gateway
 	// HTTPRoutes are the routes with at least one parentRef to one of our Gateways.
 	HTTPRoutes []*HTTPRoute
+	// GRPCRoutes are the GRPCRoutes with at least one parentRef to one of our Gateways, each
+	// resolved as an HTTPRoute (HTTPRoute.GRPC holds the GRPCRoute).
+	GRPCRoutes []*HTTPRoute
 	// Clusters are the Service ports that attached routes reference, with their ready endpoints.
 	Clusters []*Cluster
 	// BackendTLSPolicies are every BackendTLSPolicy, with the Gateways they report to.
@@ -95,6 +98,10 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 	refuseOverNamespaceLimit(g.Gateways, b.opts.MaxSharedGatewaysPerNamespace)
 	g.ListenerSets = b.buildListenerSets()
 	g.HTTPRoutes = b.buildHTTPRoutes()
+	g.GRPCRoutes = b.buildGRPCRoutes()
+	refuseKindConflicts(g.Gateways, g.ListenerSets)
+	stampRoutes(g.HTTPRoutes)
+	stampRoutes(g.GRPCRoutes)
 	for _, gw := range g.Gateways {
 		gw.finish()
 	}
@@ -117,7 +124,9 @@ type builder struct {
 	gateways map[types.NamespacedName]*Gateway
 	slices   map[types.NamespacedName][]types.NamespacedName
 	clusters map[ClusterKey]bool
-	keyPairs map[types.NamespacedName]string
+	// grpcClusters are the clusters GRPCRoutes use.
+	grpcClusters map[ClusterKey]bool
+	keyPairs     map[types.NamespacedName]string
 	// policies maps each BackendTLSPolicy target to the policy that wins it.
 	policies map[policyTarget]*BackendTLSPolicy
 	// listenerSets are the ListenerSets whose parent is one of our Gateways.
@@ -137,6 +146,7 @@ func newBuilder(cs *state.ClusterState, opts Options) *builder {
 		policies: map[policyTarget]*BackendTLSPolicy{},
 
 		listenerSets: map[types.NamespacedName]*ListenerSet{},
+		grpcClusters: map[ClusterKey]bool{},
 	}
 }
 

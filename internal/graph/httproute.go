@@ -11,9 +11,13 @@ import (
 	"coxswain.dev/coxswain/internal/state"
 )
 
-// HTTPRoute is an HTTPRoute with at least one parentRef to one of our Gateways.
+// HTTPRoute is an HTTPRoute, or a GRPCRoute resolved as one (see grpcAsHTTPRoute), with at
+// least one parentRef to one of our Gateways.
 type HTTPRoute struct {
+	// Source is the HTTPRoute; for a GRPCRoute, the HTTPRoute that routes the same requests.
 	Source *gwapiv1.HTTPRoute
+	// GRPC is the GRPCRoute the route was resolved from; nil for an HTTPRoute.
+	GRPC *gwapiv1.GRPCRoute
 	// Rules are the validated rules, with matches defaulted and references resolved.
 	Rules []*Rule
 	// Parents are the route's parentRefs that name our Gateways, in spec order.
@@ -66,9 +70,33 @@ type Timeouts struct {
 	BackendRequest *metav1.Duration
 }
 
-// Key returns the route's namespace/name.
+// Key returns the route's namespace/name. An HTTPRoute and a GRPCRoute may share it; ID
+// tells them apart.
 func (r *HTTPRoute) Key() types.NamespacedName {
 	return state.Key(r.Source)
+}
+
+// Route kinds.
+const (
+	KindHTTPRoute = "HTTPRoute"
+	KindGRPCRoute = "GRPCRoute"
+)
+
+// Kind returns the route's kind: KindHTTPRoute or KindGRPCRoute.
+func (r *HTTPRoute) Kind() string {
+	if r.GRPC != nil {
+		return KindGRPCRoute
+	}
+	return KindHTTPRoute
+}
+
+// ID returns what names the route among the routes of every kind: "<namespace>/<name>" for an
+// HTTPRoute, "grpc:<namespace>/<name>" for a GRPCRoute (a namespace never holds a colon).
+func (r *HTTPRoute) ID() string {
+	if r.GRPC != nil {
+		return "grpc:" + r.Key().String()
+	}
+	return r.Key().String()
 }
 
 func (b *builder) buildHTTPRoutes() []*HTTPRoute {
@@ -83,12 +111,20 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 		b.rules(r)
 		for _, p := range parents {
 			b.attach(r, p)
-			conditions.Stamp(p.Conditions, src.Generation)
 		}
 		out = append(out, r)
 	}
 	b.finishRules()
 	return out
+}
+
+// stampRoutes sets the observedGeneration of every parent condition of routes.
+func stampRoutes(routes []*HTTPRoute) {
+	for _, r := range routes {
+		for _, p := range r.Parents {
+			conditions.Stamp(p.Conditions, r.Source.Generation)
+		}
+	}
 }
 
 // ourParents returns the parentRefs that name one of our Gateways, without duplicates.

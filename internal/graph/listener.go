@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,7 +13,8 @@ import (
 )
 
 const (
-	kindHTTPRoute = "HTTPRoute"
+	kindHTTPRoute = KindHTTPRoute
+	kindGRPCRoute = KindGRPCRoute
 	kindGateway   = "Gateway"
 	kindSecret    = "Secret"
 	kindService   = "Service"
@@ -120,13 +122,15 @@ func (l *Listener) resolveKinds() {
 		kinds = l.source.AllowedRoutes.Kinds
 	}
 	if len(kinds) == 0 {
-		l.SupportedKinds = []gwapiv1.RouteGroupKind{httpRouteKind()}
+		l.SupportedKinds = []gwapiv1.RouteGroupKind{routeKind(kindHTTPRoute), routeKind(kindGRPCRoute)}
 		return
 	}
 	var invalid []string
 	for _, k := range kinds {
-		if (k.Group == nil || *k.Group == gwapiv1.GroupName) && k.Kind == kindHTTPRoute {
-			l.SupportedKinds = append(l.SupportedKinds, httpRouteKind())
+		if (k.Group == nil || *k.Group == gwapiv1.GroupName) && (k.Kind == kindHTTPRoute || k.Kind == kindGRPCRoute) {
+			if !slices.ContainsFunc(l.SupportedKinds, func(s gwapiv1.RouteGroupKind) bool { return s.Kind == k.Kind }) {
+				l.SupportedKinds = append(l.SupportedKinds, routeKind(string(k.Kind)))
+			}
 			continue
 		}
 		invalid = append(invalid, string(k.Kind))
@@ -139,8 +143,9 @@ func (l *Listener) resolveKinds() {
 	}
 }
 
-func httpRouteKind() gwapiv1.RouteGroupKind {
-	return gwapiv1.RouteGroupKind{Group: ptr(gwapiv1.Group(gwapiv1.GroupName)), Kind: kindHTTPRoute}
+// routeKind returns the Gateway API group's route kind named kind.
+func routeKind(kind string) gwapiv1.RouteGroupKind {
+	return gwapiv1.RouteGroupKind{Group: ptr(gwapiv1.Group(gwapiv1.GroupName)), Kind: gwapiv1.Kind(kind)}
 }
 
 // finish stamps the conditions and turns Programmed off when the Gateway is not accepted.

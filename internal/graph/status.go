@@ -11,6 +11,8 @@ type Status struct {
 	GatewayClasses []GatewayClassStatus `json:"gatewayClasses,omitempty"`
 	Gateways       []GatewayStatus      `json:"gateways,omitempty"`
 	HTTPRoutes     []HTTPRouteStatus    `json:"httpRoutes,omitempty"`
+	// GRPCRoutes are the parent statuses of GRPCRoutes, as HTTPRoutes' are.
+	GRPCRoutes []HTTPRouteStatus `json:"grpcRoutes,omitempty"`
 	// BackendTLSPolicies holds every policy, with no ancestors when no Gateway of ours uses
 	// its targets, so the writer can remove the entries we wrote before.
 	BackendTLSPolicies []BackendTLSPolicyStatus `json:"backendTLSPolicies,omitempty"`
@@ -41,7 +43,7 @@ type GatewayStatus struct {
 	Status    gwapiv1.GatewayStatus `json:"status"`
 }
 
-// HTTPRouteStatus holds the parent statuses we own for a route: one per parentRef naming one
+// HTTPRouteStatus holds the parent statuses we own for a route (an HTTPRoute or a GRPCRoute): one per parentRef naming one
 // of our Gateways. The writer replaces the entries whose controllerName is ours and keeps the
 // others.
 type HTTPRouteStatus struct {
@@ -64,6 +66,9 @@ func (g *Graph) Status() Status {
 	}
 	for _, r := range g.HTTPRoutes {
 		out.HTTPRoutes = append(out.HTTPRoutes, r.status(g.ControllerName))
+	}
+	for _, r := range g.GRPCRoutes {
+		out.GRPCRoutes = append(out.GRPCRoutes, r.status(g.ControllerName))
 	}
 	for _, p := range g.BackendTLSPolicies {
 		out.BackendTLSPolicies = append(out.BackendTLSPolicies, p.status(g.ControllerName))

@@ -162,6 +162,17 @@ func (prev *seen) diff(cs *state.ClusterState, opts graph.Options) changes {
 		for _, key := range services {
 			touched[key] = true
 		}
+		// GRPCRoutes are not compared by type (any change of one starts every memo over), so
+		// a Service one of them names changing does too.
+		for key, r := range cs.GRPCRoutes {
+			refs := References{services: map[types.NamespacedName]bool{}}
+			refs.addGRPCRoute(key.Namespace, r)
+			for svc := range refs.services {
+				if touched[svc] {
+					return changes{all: true}
+				}
+			}
+		}
 		for _, routes := range []map[types.NamespacedName]*gwapiv1.HTTPRoute{prev.routes, cs.HTTPRoutes} {
 			for key, r := range routes {
 				if !c.routes[key] && referencesAny(key.Namespace, r, touched) {
@@ -176,14 +187,7 @@ func (prev *seen) diff(cs *state.ClusterState, opts graph.Options) changes {
 // referencesAny reports whether a route names one of services in a backendRef or mirror.
 func referencesAny(namespace string, r *gwapiv1.HTTPRoute, services map[types.NamespacedName]bool) bool {
 	refs := References{services: map[types.NamespacedName]bool{}}
-	for i := range r.Spec.Rules {
-		rule := &r.Spec.Rules[i]
-		refs.addFilters(namespace, rule.Filters)
-		for j := range rule.BackendRefs {
-			refs.addService(namespace, rule.BackendRefs[j].BackendObjectReference)
-			refs.addFilters(namespace, rule.BackendRefs[j].Filters)
-		}
-	}
+	refs.addRoute(namespace, r)
 	for key := range refs.services {
 		if services[key] {
 			return true

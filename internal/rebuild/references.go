@@ -39,14 +39,10 @@ func ReferencesOf(cs *state.ClusterState) References {
 		configMaps: map[types.NamespacedName]bool{},
 	}
 	for key, route := range cs.HTTPRoutes {
-		for i := range route.Spec.Rules {
-			rule := &route.Spec.Rules[i]
-			refs.addFilters(key.Namespace, rule.Filters)
-			for j := range rule.BackendRefs {
-				refs.addService(key.Namespace, rule.BackendRefs[j].BackendObjectReference)
-				refs.addFilters(key.Namespace, rule.BackendRefs[j].Filters)
-			}
-		}
+		refs.addRoute(key.Namespace, route)
+	}
+	for key, route := range cs.GRPCRoutes {
+		refs.addGRPCRoute(key.Namespace, route)
 	}
 	for key, gw := range cs.Gateways {
 		if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil {
@@ -113,6 +109,37 @@ func (r References) addFrontendCAs(namespace string, cfg *gwapiv1.GatewayTLSConf
 // whether or not the state knew it: its creation gives a Gateway its address.
 func isProxyService(svc *corev1.Service) bool {
 	return svc.Labels[ProxyLabel] == ProxyLabelValue || svc.Annotations[graph.SharedServiceGatewayAnnotation] != ""
+}
+
+// addRoute adds the Services of every backendRef and mirror of an HTTPRoute.
+func (r References) addRoute(namespace string, route *gwapiv1.HTTPRoute) {
+	for i := range route.Spec.Rules {
+		rule := &route.Spec.Rules[i]
+		r.addFilters(namespace, rule.Filters)
+		for j := range rule.BackendRefs {
+			r.addService(namespace, rule.BackendRefs[j].BackendObjectReference)
+			r.addFilters(namespace, rule.BackendRefs[j].Filters)
+		}
+	}
+}
+
+// addGRPCRoute adds the Services of every backendRef and mirror of a GRPCRoute.
+func (r References) addGRPCRoute(namespace string, route *gwapiv1.GRPCRoute) {
+	mirrors := func(filters []gwapiv1.GRPCRouteFilter) {
+		for _, f := range filters {
+			if f.RequestMirror != nil {
+				r.addService(namespace, f.RequestMirror.BackendRef)
+			}
+		}
+	}
+	for i := range route.Spec.Rules {
+		rule := &route.Spec.Rules[i]
+		mirrors(rule.Filters)
+		for j := range rule.BackendRefs {
+			r.addService(namespace, rule.BackendRefs[j].BackendObjectReference)
+			mirrors(rule.BackendRefs[j].Filters)
+		}
+	}
 }
 
 func (r References) addFilters(namespace string, filters []gwapiv1.HTTPRouteFilter) {

@@ -11,7 +11,7 @@ import (
 
 // compileAttachment appends one entry per (hostname, rule, match) of an attached route.
 func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment, l *graph.Listener) []entry {
-	key := att.Route.Key().String()
+	key := att.Route.ID()
 	created := att.Route.Source.CreationTimestamp.Time
 	for _, rule := range att.Route.Rules {
 		action := sb.compileAction(rule, l)
@@ -19,18 +19,34 @@ func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment
 		for mi, m := range rule.Matches {
 			match := compileMatch(m)
 			name := prefix + strconv.Itoa(mi)
+			rank := grpcMatchRank(att.Route, rule.Index, mi)
 			for _, host := range att.Hostnames {
 				r := action
 				r.Name = name
 				r.Hostname = host.Hostname
 				r.Match = match
 				entries = append(entries, entry{
-					route: &r, origin: host.Route, created: created, routeKey: key, rule: rule.Index, match: mi,
+					route: &r, origin: host.Route, created: created, routeKey: key, rule: rule.Index, match: mi, grpc: rank,
 				})
 			}
 		}
 	}
 	return entries
+}
+
+// grpcMatchRank returns the precedence keys of match mi of rule ri of a GRPCRoute, nil for an
+// HTTPRoute. A rule without matches has one that matches everything, with no service or method.
+func grpcMatchRank(r *graph.HTTPRoute, ri, mi int) *grpcRank {
+	if r.GRPC == nil {
+		return nil
+	}
+	rank := &grpcRank{}
+	if ri < len(r.GRPC.Spec.Rules) && mi < len(r.GRPC.Spec.Rules[ri].Matches) {
+		if m := r.GRPC.Spec.Rules[ri].Matches[mi].Method; m != nil {
+			rank.service, rank.method = len(deref(m.Service)), len(deref(m.Method))
+		}
+	}
+	return rank
 }
 
 // compileAction compiles what a rule does: filters, weighted backends and timeouts.

@@ -196,7 +196,7 @@ func (sb *scopeBuilder) fillClusters(all []*graph.Cluster) {
 		if !sb.clusters[name] {
 			continue
 		}
-		cl := &Cluster{Name: name, Protocol: upstreamProtocol(gc.AppProtocol, gc.TLS != nil), TLS: gc.TLS}
+		cl := &Cluster{Name: name, Protocol: upstreamProtocol(gc.AppProtocol, gc.GRPC, gc.TLS != nil), TLS: gc.TLS}
 		if gc.TLS != nil && !gc.TLS.FailClosed {
 			cl.ClientCertificate = sb.clientCertificate(name)
 		}
@@ -262,9 +262,14 @@ const (
 // upstreamProtocol maps a Service port's appProtocol to what the proxy speaks to its endpoints.
 // WebSocket (kubernetes.io/ws, kubernetes.io/wss) starts as HTTP/1.1; any other value, known or
 // not, is not an error and gets HTTP/1.1 too. A port with backend TLS is never cleartext: HTTP/2
-// (kubernetes.io/h2c or h2) is negotiated over TLS with ALPN.
-func upstreamProtocol(appProtocol string, withTLS bool) UpstreamProtocol {
+// (kubernetes.io/h2c or h2) is negotiated over TLS with ALPN. A port a GRPCRoute uses speaks
+// HTTP/2 whatever its appProtocol: gRPC is HTTP/2 only.
+func upstreamProtocol(appProtocol string, grpc, withTLS bool) UpstreamProtocol {
 	switch {
+	case grpc && withTLS:
+		return UpstreamH2
+	case grpc:
+		return UpstreamH2C
 	case withTLS && (appProtocol == appProtocolH2C || appProtocol == appProtocolH2):
 		return UpstreamH2
 	case !withTLS && appProtocol == appProtocolH2C:

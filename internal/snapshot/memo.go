@@ -22,7 +22,8 @@ import (
 // compiled and compared every time), and so may the set of routes. After a compile that did not
 // finish (a panic), discard the Memo.
 type Memo struct {
-	dirty     map[types.NamespacedName]bool
+	// dirty holds the IDs (graph.HTTPRoute.ID) of the routes marked changed.
+	dirty     map[string]bool
 	vhosts    map[string]*vhostMemo
 	listeners map[string]*Listener
 	clusters  map[string]*Cluster
@@ -44,14 +45,14 @@ type memoNext struct {
 type vhostMemo struct {
 	vh       *VirtualHost
 	entries  []entry
-	routes   map[types.NamespacedName]bool
+	routes   map[string]bool
 	clusters map[string]bool
 }
 
 // NewMemo returns an empty Memo: its first compile compiles everything.
 func NewMemo() *Memo {
 	return &Memo{
-		dirty:     map[types.NamespacedName]bool{},
+		dirty:     map[string]bool{},
 		vhosts:    map[string]*vhostMemo{},
 		listeners: map[string]*Listener{},
 		clusters:  map[string]*Cluster{},
@@ -60,8 +61,9 @@ func NewMemo() *Memo {
 }
 
 // RouteChanged marks an HTTPRoute as created, changed or deleted since the last compile, so that
-// the next compile compiles it again wherever it is attached.
-func (m *Memo) RouteChanged(key types.NamespacedName) { m.dirty[key] = true }
+// the next compile compiles it again wherever it is attached. (A GRPCRoute's change needs a new
+// Memo.)
+func (m *Memo) RouteChanged(key types.NamespacedName) { m.dirty[key.String()] = true }
 
 func (m *Memo) begin() {
 	if m.next.vhosts == nil {
@@ -138,11 +140,11 @@ func (m *Memo) unchanged(prev *vhostMemo, l *graph.Listener) bool {
 // marked changed, and merges them with the entries of the others. It returns nil when a route
 // attaches twice.
 func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listener) *vhostMemo {
-	cur := &vhostMemo{routes: make(map[types.NamespacedName]bool, len(l.Routes))}
+	cur := &vhostMemo{routes: make(map[string]bool, len(l.Routes))}
 	drop := map[string]bool{}
 	var entries []entry
 	for _, att := range l.Routes {
-		key := att.Route.Key()
+		key := att.Route.ID()
 		if cur.routes[key] {
 			return nil // not expected: a route attaches once per listener
 		}
@@ -151,13 +153,13 @@ func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listene
 			continue
 		}
 		entries = sb.compileAttachment(entries, att, l)
-		drop[key.String()] = true
+		drop[key] = true
 	}
 	var kept []entry
 	if prev != nil {
 		for key := range m.dirty {
 			if prev.routes[key] {
-				drop[key.String()] = true
+				drop[key] = true
 			}
 		}
 		kept = make([]entry, 0, len(prev.entries))

@@ -17,7 +17,12 @@ type entry struct {
 	routeKey string
 	rule     int
 	match    int
+	// grpc is set for the entries of a GRPCRoute, which are ordered by their own keys.
+	grpc *grpcRank
 }
+
+// grpcRank holds what orders a GRPCRoute match: the characters of its service and method.
+type grpcRank struct{ service, method int }
 
 // comparePrecedence orders routes so that the first one matching a request is the one the
 // Gateway API spec gives precedence to:
@@ -33,18 +38,43 @@ type entry struct {
 //  4. the most header matches, then the most query parameter matches;
 //  5. the oldest route, then the route first in namespace/name order;
 //  6. within a route, the first rule, then the first match.
+//
+// GRPCRoute entries come after the HTTPRoute entries of equal hostname keys (the two kinds never
+// share a hostname on a listener, so this only makes the order total) and replace 2 to 4 with
+// the spec's GRPCRoute keys: the most characters in the service, then in the method, then the
+// most header matches.
 func comparePrecedence(a, b entry) int {
 	ma, mb := &a.route.Match, &b.route.Match
-	return cmp.Or(
+	if c := cmp.Or(
 		cmp.Compare(exactHostLen(b.route.Hostname), exactHostLen(a.route.Hostname)),
 		cmp.Compare(len(b.route.Hostname), len(a.route.Hostname)),
 		cmp.Compare(exactHostLen(b.origin), exactHostLen(a.origin)),
 		cmp.Compare(len(b.origin), len(a.origin)),
+		cmp.Compare(boolRank(a.grpc != nil), boolRank(b.grpc != nil)),
+	); c != 0 {
+		return c
+	}
+	if a.grpc != nil {
+		return cmp.Or(
+			cmp.Compare(b.grpc.service, a.grpc.service),
+			cmp.Compare(b.grpc.method, a.grpc.method),
+			cmp.Compare(len(mb.Headers), len(ma.Headers)),
+			compareOrigin(a, b),
+		)
+	}
+	return cmp.Or(
 		cmp.Compare(pathRank(mb.Path.Type), pathRank(ma.Path.Type)),
 		cmp.Compare(len(mb.Path.Value), len(ma.Path.Value)),
 		cmp.Compare(boolRank(mb.Method != ""), boolRank(ma.Method != "")),
 		cmp.Compare(len(mb.Headers), len(ma.Headers)),
 		cmp.Compare(len(mb.QueryParams), len(ma.QueryParams)),
+		compareOrigin(a, b),
+	)
+}
+
+// compareOrigin breaks ties: the oldest route, the first by name, its first rule and match.
+func compareOrigin(a, b entry) int {
+	return cmp.Or(
 		a.created.Compare(b.created),
 		strings.Compare(a.routeKey, b.routeKey),
 		cmp.Compare(a.rule, b.rule),

@@ -56,6 +56,8 @@ func (cs *ClusterState) add(doc []byte) error {
 		return decodeInto(doc, cs.Gateways)
 	case "HTTPRoute":
 		return decodeInto(doc, cs.HTTPRoutes)
+	case "GRPCRoute":
+		return decodeInto(doc, cs.GRPCRoutes)
 	case "ListenerSet":
 		return decodeInto(doc, cs.ListenerSets)
 	case "ReferenceGrant":

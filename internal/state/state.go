@@ -16,6 +16,7 @@ type ClusterState struct {
 	GatewayClasses  map[types.NamespacedName]*gwapiv1.GatewayClass
 	Gateways        map[types.NamespacedName]*gwapiv1.Gateway
 	HTTPRoutes      map[types.NamespacedName]*gwapiv1.HTTPRoute
+	GRPCRoutes      map[types.NamespacedName]*gwapiv1.GRPCRoute
 	ReferenceGrants map[types.NamespacedName]*gwapiv1.ReferenceGrant
 	// BackendTLSPolicies make the Services they target reached over TLS.
 	BackendTLSPolicies map[types.NamespacedName]*gwapiv1.BackendTLSPolicy
@@ -44,6 +45,7 @@ func New() *ClusterState {
 		GatewayClasses:     map[types.NamespacedName]*gwapiv1.GatewayClass{},
 		Gateways:           map[types.NamespacedName]*gwapiv1.Gateway{},
 		HTTPRoutes:         map[types.NamespacedName]*gwapiv1.HTTPRoute{},
+		GRPCRoutes:         map[types.NamespacedName]*gwapiv1.GRPCRoute{},
 		ReferenceGrants:    map[types.NamespacedName]*gwapiv1.ReferenceGrant{},
 		BackendTLSPolicies: map[types.NamespacedName]*gwapiv1.BackendTLSPolicy{},
 		ConfigMaps:         map[types.NamespacedName]*corev1.ConfigMap{},

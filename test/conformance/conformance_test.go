@@ -98,7 +98,9 @@ func TestConformance(t *testing.T) {
 	opts.GatewayClassName = mode.ClassName()
 	opts.Mode = string(mode)
 	opts.SupportedFeatures = supported
-	opts.ConformanceProfiles = []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName}
+	opts.ConformanceProfiles = []suite.ConformanceProfileName{
+		suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName,
+	}
 
 	// Cleanups run last first: this one runs after the suite's own, which writes the report.
 	t.Cleanup(func() { summarize(t, opts.ReportOutputPath) })

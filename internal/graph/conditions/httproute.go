@@ -60,3 +60,14 @@ func NewRouteInvalidKind(msg string) metav1.Condition {
 func NewRouteRefNotPermitted(msg string) metav1.Condition {
 	return falsity(routeResolvedRefs, string(gwapiv1.RouteReasonRefNotPermitted), msg)
 }
+
+// NewRouteHostnameConflict says the route answers to a hostname that a route of the other kind
+// (HTTPRoute or GRPCRoute) on the same listener answers to and was there first.
+func NewRouteHostnameConflict(msg string) metav1.Condition {
+	return falsity(routeAccepted, ReasonRouteHostnameConflict, msg)
+}
+
+// ReasonRouteHostnameConflict is the Accepted reason of NewRouteHostnameConflict, ours: the
+// spec lets an implementation refuse one of an HTTPRoute and a GRPCRoute that share a hostname
+// on a listener without naming a reason.
+const ReasonRouteHostnameConflict = "HostnameConflict"
