@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the Gateway API conformance suite (sigs.k8s.io/gateway-api/conformance, the version
-# test/conformance/go.mod pins) with the GATEWAY-HTTP profile against Coxswain on the local
+# test/conformance/go.mod pins) with the GATEWAY-HTTP and GATEWAY-GRPC profiles against Coxswain on the local
 # cluster of hack/cluster.sh, one fresh cluster per mode, and writes the suite's report to
 # bin/conformance/report-<mode>.yaml. See docs/conformance.md.
 #

@@ -33,10 +33,11 @@ var implementation = struct{ organization, project, url, version, contact string
 	contact:      "https://coxswain.dev/coxswain",
 }
 
-// TestConformance runs the suite with the GATEWAY-HTTP profile on a GatewayClass of the mode
-// -coxswain.mode names, with the features that class's status lists, and writes the suite's
-// report to -report-output. It fails when any test it ran fails: every test it runs is
-// claimed. Run it inside the cluster's namespaces: the suite dials the Gateways' addresses.
+// TestConformance runs the suite with the GATEWAY-HTTP and GATEWAY-GRPC profiles on a
+// GatewayClass of the mode -coxswain.mode names, with the features that class's status lists,
+// and writes the suite's report to -report-output. It fails when any test it ran fails: every
+// test it runs is claimed. Run it inside the cluster's namespaces: the suite dials the Gateways'
+// addresses.
 func TestConformance(t *testing.T) {
 	if *modeFlag == "" {
 		t.Skip("set -coxswain.mode=dedicated or shared (make conformance does) to run the suite against a cluster")
