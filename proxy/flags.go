@@ -157,6 +157,7 @@ type limits struct {
 	http2StreamWindow      int
 	http2ConnWindow        int
 	retryBudgetFloor       int
+	maxClientHelloBytes    int
 }
 
 // register adds the limit flags to fs, with the data plane's defaults.
@@ -201,6 +202,8 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"Request body bytes an HTTP/2 client may send ahead of the backend reading them, per stream.")
 	fs.IntVar(&l.http2ConnWindow, "http2-connection-window-bytes", listener.DefaultHTTP2ConnectionWindow,
 		"Request body bytes an HTTP/2 client may send ahead of the backends reading them, per connection.")
+	fs.IntVar(&l.maxClientHelloBytes, "max-client-hello-bytes", listener.DefaultMaxClientHelloBytes,
+		"Bytes a TLS passthrough listener reads of a connection before its ClientHello is complete; the connection is closed beyond it.")
 	fs.IntVar(&l.retryBudgetFloor, "retry-budget-min-per-second", upstream.DefaultRetryBudgetMinPerSecond,
 		"Retries a second a cluster may make beyond the fifth of its requests that its budget earns.")
 }
@@ -217,6 +220,7 @@ func (l *limits) check() error {
 		"--upstream-max-connections": int64(l.upstreamMaxConns), "--upstream-max-pending": int64(l.upstreamMaxPending),
 		"--upstream-pending-timeout": int64(l.upstreamPendingTimeout), "--max-buffered-body-bytes": l.maxBufferedBodyBytes,
 		"--max-requests-per-connection": int64(l.maxRequestsPerConn),
+		"--max-client-hello-bytes":      int64(l.maxClientHelloBytes),
 		"--http2-stream-window-bytes":   int64(l.http2StreamWindow), "--http2-connection-window-bytes": int64(l.http2ConnWindow),
 	} {
 		if v <= 0 {

@@ -269,6 +269,7 @@ func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*d
 			IdleTimeout:               l.idleTimeout,
 			SendTimeout:               l.sendTimeout,
 			MaxHeaderBytes:            l.maxHeaderBytes,
+			MaxClientHelloBytes:       l.maxClientHelloBytes,
 			MaxConnections:            l.maxConnections,
 			MaxConnectionsPerClient:   l.maxConnsPerClient,
 			HTTP2MaxConcurrentStreams: l.http2MaxStreams,

@@ -36,6 +36,12 @@ const (
 	Protocol_PROTOCOL_HTTP        Protocol = 1
 	// PROTOCOL_HTTPS terminates TLS with the certificates of the selected virtual host.
 	Protocol_PROTOCOL_HTTPS Protocol = 2
+	// PROTOCOL_TLS_PASSTHROUGH routes TLS connections by the server name of their ClientHello
+	// without terminating them: the virtual host whose hostname matches that name (the catch-all
+	// one when the hello names none) has one route, with weighted backends and nothing else, and
+	// the chosen backend's endpoint gets the connection's bytes as the client sent them. A proxy
+	// that predates it refuses the snapshot.
+	Protocol_PROTOCOL_TLS_PASSTHROUGH Protocol = 3
 )
 
 // Enum value maps for Protocol.
@@ -44,11 +50,13 @@ var (
 		0: "PROTOCOL_UNSPECIFIED",
 		1: "PROTOCOL_HTTP",
 		2: "PROTOCOL_HTTPS",
+		3: "PROTOCOL_TLS_PASSTHROUGH",
 	}
 	Protocol_value = map[string]int32{
-		"PROTOCOL_UNSPECIFIED": 0,
-		"PROTOCOL_HTTP":        1,
-		"PROTOCOL_HTTPS":       2,
+		"PROTOCOL_UNSPECIFIED":     0,
+		"PROTOCOL_HTTP":            1,
+		"PROTOCOL_HTTPS":           2,
+		"PROTOCOL_TLS_PASSTHROUGH": 3,
 	}
 )
 
@@ -2044,11 +2052,12 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\vCertificate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x15certificate_chain_pem\x18\x02 \x01(\fR\x13certificateChainPem\x12&\n" +
-	"\x0fprivate_key_pem\x18\x03 \x01(\fR\rprivateKeyPem*K\n" +
+	"\x0fprivate_key_pem\x18\x03 \x01(\fR\rprivateKeyPem*i\n" +
 	"\bProtocol\x12\x18\n" +
 	"\x14PROTOCOL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPROTOCOL_HTTP\x10\x01\x12\x12\n" +
-	"\x0ePROTOCOL_HTTPS\x10\x02*|\n" +
+	"\x0ePROTOCOL_HTTPS\x10\x02\x12\x1c\n" +
+	"\x18PROTOCOL_TLS_PASSTHROUGH\x10\x03*|\n" +
 	"\tMatchType\x12\x1a\n" +
 	"\x16MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10MATCH_TYPE_EXACT\x10\x01\x12\x1a\n" +

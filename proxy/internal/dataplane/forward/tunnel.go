@@ -1,7 +1,6 @@
 package forward
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -69,43 +68,48 @@ func (h *Handler) tunnel(x *exchange, b *router.Backend, resp *http.Response) in
 	go func() {
 		defer h.background.Done()
 		defer h.tunnels.remove(t)
-		h.pipe(t, rw.Reader)
+		// Bytes the client sent after its upgrade request are in the server's reader.
+		h.pipe(t, rw.Reader, nil)
 	}()
 	return http.StatusSwitchingProtocols
 }
 
-// pipe copies both ways until both directions end or the tunnel goes idle.
-func (h *Handler) pipe(t *tunnel, pending *bufio.Reader) {
+// pipe copies both ways until both directions end or the tunnel goes idle, reading the client
+// through down (which may hold bytes the client sent already). count, when set, is told of
+// every chunk copied, upstream (client to backend) or not.
+func (h *Handler) pipe(t *tunnel, down io.Reader, count func(upstream bool, n int)) {
 	idle := time.AfterFunc(h.opts.TunnelIdleTimeout, t.close)
 	defer idle.Stop()
-	active := func() { idle.Reset(h.opts.TunnelIdleTimeout) }
+	active := func(upstream bool, n int) {
+		idle.Reset(h.opts.TunnelIdleTimeout)
+		if count != nil {
+			count(upstream, n)
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// Bytes the client sent after its upgrade request are in the server's reader.
-		_, _ = copyActive(t.up, pending, active)
+		_ = copyActive(t.up, down, func(n int) { active(true, n) })
 		closeWrite(t.up)
 	}()
-	_, _ = copyActive(t.down, t.up, active)
+	_ = copyActive(t.down, t.up, func(n int) { active(false, n) })
 	closeWrite(t.down)
 	<-done
 }
 
-// copyActive copies src to dst, calling active after every chunk.
-func copyActive(dst io.Writer, src io.Reader, active func()) (int64, error) {
+// copyActive copies src to dst, calling active with the size of every chunk.
+func copyActive(dst io.Writer, src io.Reader, active func(n int)) error {
 	buf := make([]byte, 16<<10)
-	var total int64
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			active()
+			active(n)
 			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return total, werr
+				return werr
 			}
-			total += int64(n)
 		}
 		if err != nil {
-			return total, err
+			return err
 		}
 	}
 }

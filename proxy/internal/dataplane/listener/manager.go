@@ -62,6 +62,10 @@ type Options struct {
 	Overload *Overload
 	// Engine serves HTTP/1.1; http1.DefaultEngine when empty. HTTP/2 is Go's server either way.
 	Engine http1.Engine
+	// MaxClientHelloBytes bounds what a TLS passthrough port reads of a connection before its
+	// ClientHello is complete (HeaderReadTimeout bounds the time); DefaultMaxClientHelloBytes
+	// when zero.
+	MaxClientHelloBytes int
 }
 
 // Defaults of the connection limits, which the proxy's flags show.
@@ -104,6 +108,9 @@ func (o *Options) defaults() {
 	}
 	if o.HTTP2ConnectionWindow == 0 {
 		o.HTTP2ConnectionWindow = DefaultHTTP2ConnectionWindow
+	}
+	if o.MaxClientHelloBytes == 0 {
+		o.MaxClientHelloBytes = DefaultMaxClientHelloBytes
 	}
 	if o.MaxConnectionsPerClient == 0 {
 		o.MaxConnectionsPerClient = DefaultMaxConnectionsPerClient

@@ -23,6 +23,7 @@ type server struct {
 	addr     net.Addr
 	http     *http.Server
 	native   *native
+	pass     *passthrough
 	ln       *limitListener
 	served   chan error
 }
@@ -41,6 +42,11 @@ func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, err
 	s.ln = &limitListener{
 		Listener: ln, open: &m.open, max: int64(m.opts.MaxConnections), refused: m.connectionRefused,
 		clients: m.clients, clientRefused: m.opts.ClientConnectionRefused, overload: m.opts.Overload,
+	}
+	if protocol == router.TLSPassthrough {
+		s.pass = m.newPassthrough(port, s.ln)
+		go func() { s.served <- s.pass.serve() }()
+		return s, nil
 	}
 	if m.opts.Engine == http1.EngineNative {
 		s.native = m.newNative(l, protocol, s.ln)
@@ -95,7 +101,7 @@ func (m *Manager) httpServer(l *forward.Listener, protocol router.Protocol) *htt
 // shutdown stops accepting, tells HTTP/2 clients to go away, closes idle keep-alive
 // connections and waits for requests in flight until ctx ends, when it closes the rest.
 func (s *server) shutdown(ctx context.Context) error {
-	if s.native != nil {
+	if s.native != nil || s.pass != nil {
 		return s.shutdownNative(ctx)
 	}
 	var errs []error
@@ -117,9 +123,14 @@ func (s *server) shutdown(ctx context.Context) error {
 	return nil
 }
 
-// shutdownNative is shutdown for the native engine.
+// shutdownNative is shutdown for the native engine and for TLS passthrough.
 func (s *server) shutdownNative(ctx context.Context) error {
-	errs := []error{s.native.shutdown(ctx)}
+	var errs []error
+	if s.pass != nil {
+		errs = append(errs, s.pass.shutdown(ctx))
+	} else {
+		errs = append(errs, s.native.shutdown(ctx))
+	}
 	select {
 	case err := <-s.served:
 		if !errors.Is(err, net.ErrClosed) {

@@ -23,6 +23,8 @@ type Metrics struct {
 	bufferRefused      *prometheus.CounterVec
 	connsClosed        *prometheus.CounterVec
 	overload           *prometheus.CounterVec
+	passthrough        *prometheus.CounterVec
+	passthroughBytes   *prometheus.CounterVec
 	unmatched          *RouteCounters
 }
 
@@ -76,11 +78,19 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 		Name: "coxswain_proxy_overload_refused_total",
 		Help: "Connections closed on accept (kind connection) and requests answered 503 (kind request) because the proxy was over its memory watermark.",
 	}, []string{"kind"})
+	m.passthrough = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coxswain_proxy_passthrough_connections_total",
+		Help: "Connections of TLS passthrough listeners, by route (empty when none took the connection) and outcome: forwarded, or why it was closed unforwarded (hello_timeout, hello_too_large, bad_hello, no_route, no_backend, backend_unavailable, draining).",
+	}, []string{"route", "outcome"})
+	m.passthroughBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coxswain_proxy_passthrough_bytes_total",
+		Help: "Bytes TLS passthrough listeners forwarded, by route and direction (upstream: client to backend, ClientHello included; downstream: backend to client).",
+	}, []string{"route", "direction"})
 	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "coxswain_proxy_active_connections",
 		Help: "Open downstream connections.",
 	}, connections)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.clientConnsRefused, m.retries, m.bufferRefused, m.connsClosed, m.overload, active} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.clientConnsRefused, m.retries, m.bufferRefused, m.connsClosed, m.overload, m.passthrough, m.passthroughBytes, active} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register data plane metrics: %w", err)
 		}
@@ -118,6 +128,30 @@ func (m *Metrics) OverloadRefused(kind string) {
 		m.overload.WithLabelValues(kind).Inc()
 	}
 }
+
+// Passthrough counts one connection of a TLS passthrough listener: route is empty when no route
+// took it.
+func (m *Metrics) Passthrough(route, outcome string) {
+	if m != nil {
+		m.passthrough.WithLabelValues(route, outcome).Inc()
+	}
+}
+
+// PassthroughBytes returns the counters of the bytes a route's TLS passthrough connections
+// forward each way, upstream (client to backend) and downstream; they count nothing when m is
+// nil.
+func (m *Metrics) PassthroughBytes(route string) (upstream, downstream prometheus.Counter) {
+	if m == nil {
+		return discard{}, discard{}
+	}
+	return m.passthroughBytes.WithLabelValues(route, "upstream"), m.passthroughBytes.WithLabelValues(route, "downstream")
+}
+
+// discard is a counter that counts nothing.
+type discard struct{ prometheus.Counter }
+
+func (discard) Add(float64) {}
+func (discard) Inc()        {}
 
 // Route returns the counters of one route.
 func (m *Metrics) Route(name string) *RouteCounters {

@@ -121,6 +121,8 @@ func protocol(p discoveryv1.Protocol) (Protocol, error) {
 		return HTTP, nil
 	case discoveryv1.Protocol_PROTOCOL_HTTPS:
 		return HTTPS, nil
+	case discoveryv1.Protocol_PROTOCOL_TLS_PASSTHROUGH:
+		return TLSPassthrough, nil
 	}
 	return 0, ErrInvalid
 }

@@ -14,11 +14,17 @@ type Protocol int
 const (
 	HTTP Protocol = iota + 1
 	HTTPS
+	// TLSPassthrough routes TLS connections by their ClientHello's server name without
+	// terminating them (see Port.PassthroughRoute).
+	TLSPassthrough
 )
 
 func (p Protocol) String() string {
-	if p == HTTPS {
+	switch p {
+	case HTTPS:
 		return "HTTPS"
+	case TLSPassthrough:
+		return "TLSPassthrough"
 	}
 	return "HTTP"
 }
@@ -176,6 +182,27 @@ func (p *Port) VirtualHosts() []*VirtualHost { return p.vhosts }
 func (p *Port) VirtualHost(host string) (*VirtualHost, bool) {
 	return p.hosts.lookup(host)
 }
+
+// PassthroughRoute returns the route of a TLSPassthrough port for a ClientHello naming
+// serverName (empty when it names none): the route a request for that host and path "/" would
+// take, in the virtual host serving the name, with any hostname, path, method, header and query
+// conditions as for a request (the controller sends none but the hostname). Only its backends
+// count. It returns nil when no route takes the name.
+func (p *Port) PassthroughRoute(serverName string) *Route {
+	host := NormalizeHost(serverName)
+	vh, ok := p.hosts.lookup(host)
+	if !ok {
+		return nil
+	}
+	return vh.Match(host, "", "/", noRequest{})
+}
+
+// noRequest is the Request of a connection routed without an HTTP request: it has no header
+// and no query parameter.
+type noRequest struct{}
+
+func (noRequest) Header(string) (string, bool) { return "", false }
+func (noRequest) Query(string) (string, bool)  { return "", false }
 
 // CertificateVirtualHost returns the virtual host whose certificates a handshake naming
 // serverName gets: the virtual host serving that name, else the port's default (the catch-all

@@ -1,0 +1,123 @@
+package forward
+
+import (
+	"net"
+	"time"
+
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
+)
+
+// Outcomes of a TLS passthrough connection, as the passthrough metric labels them. The listener
+// reports the first three, before a route is looked up.
+const (
+	PassthroughForwarded          = "forwarded"
+	PassthroughHelloTimeout       = "hello_timeout"
+	PassthroughHelloTooLarge      = "hello_too_large"
+	PassthroughBadHello           = "bad_hello"
+	PassthroughNoRoute            = "no_route"
+	PassthroughNoBackend          = "no_backend"
+	PassthroughBackendUnavailable = "backend_unavailable"
+	PassthroughDraining           = "draining"
+)
+
+// PassthroughDialTimeout bounds connecting to one endpoint of a passthrough backend.
+const PassthroughDialTimeout = 5 * time.Second
+
+// passthroughDialAttempts is how many endpoints of the chosen backend a connection tries.
+const passthroughDialAttempts = 3
+
+// Passthrough forwards a TLS connection of a passthrough port without terminating it: the
+// route its ClientHello's server name selects picks a weighted backend, an endpoint of it is
+// dialed (the next one on failure, up to three), hello (every byte read from down so far) is
+// written to it, and the bytes are then copied both ways in the background, as a WebSocket
+// tunnel's are: until both sides are done, the tunnel idle timeout passes, a table without the
+// route is swapped in, or a drain runs out of time. When it cannot forward, it closes down.
+// It returns the outcome, and the route's name when a route took the connection.
+func (h *Handler) Passthrough(down net.Conn, port uint32, serverName string, hello []byte) (route, outcome string) {
+	route, outcome = h.passthrough(down, port, serverName, hello)
+	if outcome != PassthroughForwarded {
+		_ = down.Close()
+	}
+	h.opts.Metrics.Passthrough(route, outcome)
+	return route, outcome
+}
+
+// PassthroughRefused counts a connection of a passthrough port that the listener closed before
+// it had a ClientHello to route by (the outcome says why).
+func (h *Handler) PassthroughRefused(outcome string) { h.opts.Metrics.Passthrough("", outcome) }
+
+func (h *Handler) passthrough(down net.Conn, port uint32, serverName string, hello []byte) (string, string) {
+	s := h.state.Load()
+	if s == nil {
+		return "", PassthroughNoRoute
+	}
+	p, ok := s.Table.Port(port)
+	if !ok || p.Protocol != router.TLSPassthrough {
+		return "", PassthroughNoRoute
+	}
+	r := p.PassthroughRoute(serverName)
+	if r == nil {
+		return "", PassthroughNoRoute
+	}
+	b := r.Pick(h.opts.Rand())
+	if b == nil || b.Cluster == nil {
+		return r.Name, PassthroughNoBackend
+	}
+	cl := s.Table.Cluster(b.Cluster)
+	if cl == nil || len(cl.Endpoints) == 0 {
+		return r.Name, PassthroughBackendUnavailable
+	}
+	up := h.dialEndpoint(cl.Endpoints)
+	if up == nil {
+		return r.Name, PassthroughBackendUnavailable
+	}
+	_ = up.SetWriteDeadline(time.Now().Add(PassthroughDialTimeout))
+	if _, err := up.Write(hello); err != nil {
+		_ = up.Close()
+		return r.Name, PassthroughBackendUnavailable
+	}
+	_ = up.SetWriteDeadline(time.Time{})
+	_ = down.SetDeadline(time.Time{})
+	if !h.track() {
+		_ = up.Close()
+		return r.Name, PassthroughDraining
+	}
+	t := h.tunnels.add(port, r.Name, down, up)
+	if cur := h.state.Load(); !hasRoute(cur.Table, port, r.Name) {
+		// A Swap that dropped the route between the lookup and add closed the tunnels it
+		// knew, not this one: the state it published is current now, so check it here.
+		t.close()
+	}
+	upstream, downstream := h.opts.Metrics.PassthroughBytes(r.Name)
+	upstream.Add(float64(len(hello)))
+	go func() {
+		defer h.background.Done()
+		defer h.tunnels.remove(t)
+		h.pipe(t, down, func(up bool, n int) {
+			if up {
+				upstream.Add(float64(n))
+			} else {
+				downstream.Add(float64(n))
+			}
+		})
+	}()
+	return r.Name, PassthroughForwarded
+}
+
+// dialEndpoint connects to one of endpoints, starting at a random one and trying the next on
+// failure, and returns nil when every attempt failed.
+func (h *Handler) dialEndpoint(endpoints []router.Endpoint) net.Conn {
+	start := h.opts.Rand()
+	d := net.Dialer{Timeout: PassthroughDialTimeout, KeepAlive: 30 * time.Second}
+	for i := range min(len(endpoints), passthroughDialAttempts) {
+		ep := endpoints[(start+uint64(i))%uint64(len(endpoints))]
+		c, err := d.DialContext(h.stopCtx, "tcp", ep.Address)
+		if err == nil {
+			return c
+		}
+		if h.stopCtx.Err() != nil {
+			return nil
+		}
+	}
+	return nil
+}
