@@ -10,9 +10,9 @@ import (
 	"coxswain.dev/coxswain/internal/status"
 )
 
-// noStreamsHere is the note of a Gateway whose proxies all stream from other replicas (or not
+// NoStreamsHere is the note of a Gateway whose proxies all stream from other replicas (or not
 // at all): their acknowledgements are not seen by the replica that writes status.
-const noStreamsHere = "no proxy of the Gateway streams from the controller replica that writes status, " +
+const NoStreamsHere = "no proxy of the Gateway streams from the controller replica that writes status, " +
 	"so its ready replicas stand for having applied it"
 
 // judge is the verdict on generation gen of a Gateway from the answers of its scope's live
@@ -26,7 +26,7 @@ const noStreamsHere = "no proxy of the Gateway streams from the controller repli
 // not acknowledged such a version makes it Pending; when all have, it is applied.
 func judge(gen int64, shared bool, proxies []stream.ProxyState, holds func(version string) bool) status.Applied {
 	if len(proxies) == 0 {
-		return status.Applied{State: status.AppliedUnknown, Message: noStreamsHere}
+		return status.Applied{State: status.AppliedUnknown, Message: NoStreamsHere}
 	}
 	answered, applied := 0, 0
 	var refused *stream.ProxyState

@@ -223,6 +223,7 @@ func (s *suite) setSVIDTTL(ctx context.Context, ttl time.Duration) error {
 const (
 	dedicatedServes   = "a dedicated Gateway's proxy pod starts NotReady, bootstraps with its projected token, turns Ready and serves its route"
 	programmed        = "the Gateway is Programmed with its load-balancer address, as kubectl get gateway shows"
+	programmedServed  = "kubectl wait --for=condition=Programmed returns only once traffic follows the change"
 	controllerOutage  = "with every controller pod deleted, proxies serve Degraded without failing a request until the controller is back"
 	controllerReplace = "with every controller pod deleted and replaced by its Deployment, proxies serve Degraded without failing a request until the new pods serve"
 	foreignSARefused  = "a proxy pod of a ServiceAccount off the allowlist is refused at bootstrap with a BootstrapRejected event"
@@ -252,6 +253,7 @@ func TestCluster(t *testing.T) {
 	}{
 		{dedicatedServes, s.dedicatedProxyServes},
 		{programmed, s.gatewayProgrammed},
+		{programmedServed, s.programmedMeansServed},
 		{controllerOutage, s.controllerOutage},
 		{controllerReplace, s.controllerPodsReplaced},
 		{foreignSARefused, s.foreignServiceAccountRefused},
