@@ -39,6 +39,8 @@ func protocol(p string) discoveryv1.Protocol {
 		return discoveryv1.Protocol_PROTOCOL_HTTP
 	case "HTTPS":
 		return discoveryv1.Protocol_PROTOCOL_HTTPS
+	case snapshot.ProtocolTLSPassthrough:
+		return discoveryv1.Protocol_PROTOCOL_TLS_PASSTHROUGH
 	}
 	return discoveryv1.Protocol_PROTOCOL_UNSPECIFIED
 }

@@ -30,10 +30,16 @@ func markConflicts(ls []*Listener) {
 	}
 }
 
-func protocolsOf(ls []*Listener) []gwapiv1.ProtocolType {
-	var out []gwapiv1.ProtocolType
+// protocolsOf returns the protocols of ls, a TLS listener's with its mode: TLS listeners in
+// Passthrough and in Terminate mode on one port conflict (mixed termination is not served).
+func protocolsOf(ls []*Listener) []string {
+	var out []string
 	for _, l := range ls {
-		out = append(out, l.Protocol)
+		p := string(l.Protocol)
+		if l.Protocol == gwapiv1.TLSProtocolType {
+			p += "/" + string(tlsMode(l.source))
+		}
+		out = append(out, p)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -77,6 +77,7 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteSchemeRedirect,
 	features.SupportListenerSet,
 	features.SupportReferenceGrant,
+	features.SupportTLSRoute,
 }
 
 // experimentalFeatures are implemented too but need fields of the experimental-channel CRDs,

@@ -79,6 +79,9 @@ type Graph struct {
 	// GRPCRoutes are the GRPCRoutes with at least one parentRef to one of our Gateways, each
 	// resolved as an HTTPRoute (HTTPRoute.GRPC holds the GRPCRoute).
 	GRPCRoutes []*HTTPRoute
+	// TLSRoutes are the TLSRoutes with at least one parentRef to one of our Gateways, each
+	// resolved as an HTTPRoute (HTTPRoute.TLS holds the TLSRoute).
+	TLSRoutes []*HTTPRoute
 	// Clusters are the Service ports that attached routes reference, with their ready endpoints.
 	Clusters []*Cluster
 	// BackendTLSPolicies are every BackendTLSPolicy, with the Gateways they report to.
@@ -99,9 +102,11 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 	g.ListenerSets = b.buildListenerSets()
 	g.HTTPRoutes = b.buildHTTPRoutes()
 	g.GRPCRoutes = b.buildGRPCRoutes()
+	g.TLSRoutes = b.buildTLSRoutes()
 	refuseKindConflicts(g.Gateways, g.ListenerSets)
 	stampRoutes(g.HTTPRoutes)
 	stampRoutes(g.GRPCRoutes)
+	stampRoutes(g.TLSRoutes)
 	for _, gw := range g.Gateways {
 		gw.finish()
 	}

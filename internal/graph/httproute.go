@@ -18,6 +18,8 @@ type HTTPRoute struct {
 	Source *gwapiv1.HTTPRoute
 	// GRPC is the GRPCRoute the route was resolved from; nil for an HTTPRoute.
 	GRPC *gwapiv1.GRPCRoute
+	// TLS is the TLSRoute the route was resolved from; nil for an HTTPRoute.
+	TLS *gwapiv1.TLSRoute
 	// Rules are the validated rules, with matches defaulted and references resolved.
 	Rules []*Rule
 	// Parents are the route's parentRefs that name our Gateways, in spec order.
@@ -80,21 +82,29 @@ func (r *HTTPRoute) Key() types.NamespacedName {
 const (
 	KindHTTPRoute = "HTTPRoute"
 	KindGRPCRoute = "GRPCRoute"
+	KindTLSRoute  = "TLSRoute"
 )
 
-// Kind returns the route's kind: KindHTTPRoute or KindGRPCRoute.
+// Kind returns the route's kind: KindHTTPRoute, KindGRPCRoute or KindTLSRoute.
 func (r *HTTPRoute) Kind() string {
-	if r.GRPC != nil {
+	switch {
+	case r.GRPC != nil:
 		return KindGRPCRoute
+	case r.TLS != nil:
+		return KindTLSRoute
 	}
 	return KindHTTPRoute
 }
 
 // ID returns what names the route among the routes of every kind: "<namespace>/<name>" for an
-// HTTPRoute, "grpc:<namespace>/<name>" for a GRPCRoute (a namespace never holds a colon).
+// HTTPRoute, "grpc:<namespace>/<name>" for a GRPCRoute, "tls:<namespace>/<name>" for a
+// TLSRoute (a namespace never holds a colon).
 func (r *HTTPRoute) ID() string {
-	if r.GRPC != nil {
+	switch {
+	case r.GRPC != nil:
 		return "grpc:" + r.Key().String()
+	case r.TLS != nil:
+		return "tls:" + r.Key().String()
 	}
 	return r.Key().String()
 }

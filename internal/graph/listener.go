@@ -15,6 +15,7 @@ import (
 const (
 	kindHTTPRoute = KindHTTPRoute
 	kindGRPCRoute = KindGRPCRoute
+	kindTLSRoute  = KindTLSRoute
 	kindGateway   = "Gateway"
 	kindSecret    = "Secret"
 	kindService   = "Service"
@@ -83,8 +84,16 @@ func (b *builder) newListener(gw *Gateway, set *ListenerSet, src gwapiv1.Listene
 	if src.Hostname != nil {
 		l.Hostname = string(*src.Hostname)
 	}
-	if src.Protocol != gwapiv1.HTTPProtocolType && src.Protocol != gwapiv1.HTTPSProtocolType {
-		l.reject(conditions.NewListenerUnsupportedProtocol(fmt.Sprintf("Protocol %s is not supported; use HTTP or HTTPS", src.Protocol)))
+	switch src.Protocol {
+	case gwapiv1.HTTPProtocolType, gwapiv1.HTTPSProtocolType:
+	case gwapiv1.TLSProtocolType:
+		if mode := tlsMode(src); mode != gwapiv1.TLSModePassthrough {
+			l.reject(conditions.NewListenerUnsupportedValue(fmt.Sprintf(
+				"TLS mode %s is not supported on a TLS listener; use Passthrough (or an HTTPS listener to terminate TLS)", mode)))
+			return l
+		}
+	default:
+		l.reject(conditions.NewListenerUnsupportedProtocol(fmt.Sprintf("Protocol %s is not supported; use HTTP, HTTPS or TLS", src.Protocol)))
 		return l
 	}
 	l.resolveKinds()
@@ -121,13 +130,19 @@ func (l *Listener) resolveKinds() {
 	if l.source.AllowedRoutes != nil {
 		kinds = l.source.AllowedRoutes.Kinds
 	}
+	supported := []string{kindHTTPRoute, kindGRPCRoute}
+	if l.Protocol == gwapiv1.TLSProtocolType {
+		supported = []string{kindTLSRoute}
+	}
 	if len(kinds) == 0 {
-		l.SupportedKinds = []gwapiv1.RouteGroupKind{routeKind(kindHTTPRoute), routeKind(kindGRPCRoute)}
+		for _, k := range supported {
+			l.SupportedKinds = append(l.SupportedKinds, routeKind(k))
+		}
 		return
 	}
 	var invalid []string
 	for _, k := range kinds {
-		if (k.Group == nil || *k.Group == gwapiv1.GroupName) && (k.Kind == kindHTTPRoute || k.Kind == kindGRPCRoute) {
+		if (k.Group == nil || *k.Group == gwapiv1.GroupName) && slices.Contains(supported, string(k.Kind)) {
 			if !slices.ContainsFunc(l.SupportedKinds, func(s gwapiv1.RouteGroupKind) bool { return s.Kind == k.Kind }) {
 				l.SupportedKinds = append(l.SupportedKinds, routeKind(string(k.Kind)))
 			}
@@ -141,6 +156,14 @@ func (l *Listener) resolveKinds() {
 	if len(l.SupportedKinds) == 0 {
 		l.unresolved(conditions.NewListenerInvalidRouteKinds(fmt.Sprintf("No supported route kind in %v", invalid)))
 	}
+}
+
+// tlsMode returns the TLS mode of a listener: the CRD's default, Terminate, when unset.
+func tlsMode(src gwapiv1.Listener) gwapiv1.TLSModeType {
+	if src.TLS == nil || src.TLS.Mode == nil {
+		return gwapiv1.TLSModeTerminate
+	}
+	return *src.TLS.Mode
 }
 
 // routeKind returns the Gateway API group's route kind named kind.

@@ -13,6 +13,8 @@ type Status struct {
 	HTTPRoutes     []HTTPRouteStatus    `json:"httpRoutes,omitempty"`
 	// GRPCRoutes are the parent statuses of GRPCRoutes, as HTTPRoutes' are.
 	GRPCRoutes []HTTPRouteStatus `json:"grpcRoutes,omitempty"`
+	// TLSRoutes are the parent statuses of TLSRoutes, as HTTPRoutes' are.
+	TLSRoutes []HTTPRouteStatus `json:"tlsRoutes,omitempty"`
 	// BackendTLSPolicies holds every policy, with no ancestors when no Gateway of ours uses
 	// its targets, so the writer can remove the entries we wrote before.
 	BackendTLSPolicies []BackendTLSPolicyStatus `json:"backendTLSPolicies,omitempty"`
@@ -69,6 +71,9 @@ func (g *Graph) Status() Status {
 	}
 	for _, r := range g.GRPCRoutes {
 		out.GRPCRoutes = append(out.GRPCRoutes, r.status(g.ControllerName))
+	}
+	for _, r := range g.TLSRoutes {
+		out.TLSRoutes = append(out.TLSRoutes, r.status(g.ControllerName))
 	}
 	for _, p := range g.BackendTLSPolicies {
 		out.BackendTLSPolicies = append(out.BackendTLSPolicies, p.status(g.ControllerName))

@@ -44,6 +44,13 @@ func ReferencesOf(cs *state.ClusterState) References {
 	for key, route := range cs.GRPCRoutes {
 		refs.addGRPCRoute(key.Namespace, route)
 	}
+	for key, route := range cs.TLSRoutes {
+		for i := range route.Spec.Rules {
+			for j := range route.Spec.Rules[i].BackendRefs {
+				refs.addService(key.Namespace, route.Spec.Rules[i].BackendRefs[j].BackendObjectReference)
+			}
+		}
+	}
 	for key, gw := range cs.Gateways {
 		if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil {
 			if ref := gw.Spec.TLS.Backend.ClientCertificateRef; ref != nil {

@@ -138,7 +138,7 @@ func (sb *scopeBuilder) compileListener(gw *graph.Gateway, port, bind int32, ls 
 		Name:     fmt.Sprintf("%s/%s/%d", key.Namespace, key.Name, port),
 		Gateway:  key.String(),
 		Port:     bind,
-		Protocol: string(ls[0].Protocol),
+		Protocol: listenerProtocol(ls[0].Protocol),
 		// The HTTPS listeners of a Gateway port share spec.tls.frontend's validation for it.
 		ClientValidation: ls[0].ClientValidation,
 	}
@@ -276,6 +276,18 @@ func upstreamProtocol(appProtocol string, grpc, withTLS bool) UpstreamProtocol {
 		return UpstreamH2C
 	}
 	return UpstreamHTTP1
+}
+
+// ProtocolTLSPassthrough is the protocol of a Listener of TLS listeners: the graph accepts them
+// in Passthrough mode only.
+const ProtocolTLSPassthrough = "TLSPassthrough"
+
+// listenerProtocol is the protocol of a Listener of listeners of protocol p.
+func listenerProtocol(p gwapiv1.ProtocolType) string {
+	if p == gwapiv1.TLSProtocolType {
+		return ProtocolTLSPassthrough
+	}
+	return string(p)
 }
 
 func listenerScheme(p gwapiv1.ProtocolType) string {

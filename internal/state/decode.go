@@ -58,6 +58,8 @@ func (cs *ClusterState) add(doc []byte) error {
 		return decodeInto(doc, cs.HTTPRoutes)
 	case "GRPCRoute":
 		return decodeInto(doc, cs.GRPCRoutes)
+	case "TLSRoute":
+		return decodeInto(doc, cs.TLSRoutes)
 	case "ListenerSet":
 		return decodeInto(doc, cs.ListenerSets)
 	case "ReferenceGrant":

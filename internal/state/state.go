@@ -17,6 +17,7 @@ type ClusterState struct {
 	Gateways        map[types.NamespacedName]*gwapiv1.Gateway
 	HTTPRoutes      map[types.NamespacedName]*gwapiv1.HTTPRoute
 	GRPCRoutes      map[types.NamespacedName]*gwapiv1.GRPCRoute
+	TLSRoutes       map[types.NamespacedName]*gwapiv1.TLSRoute
 	ReferenceGrants map[types.NamespacedName]*gwapiv1.ReferenceGrant
 	// BackendTLSPolicies make the Services they target reached over TLS.
 	BackendTLSPolicies map[types.NamespacedName]*gwapiv1.BackendTLSPolicy
@@ -46,6 +47,7 @@ func New() *ClusterState {
 		Gateways:           map[types.NamespacedName]*gwapiv1.Gateway{},
 		HTTPRoutes:         map[types.NamespacedName]*gwapiv1.HTTPRoute{},
 		GRPCRoutes:         map[types.NamespacedName]*gwapiv1.GRPCRoute{},
+		TLSRoutes:          map[types.NamespacedName]*gwapiv1.TLSRoute{},
 		ReferenceGrants:    map[types.NamespacedName]*gwapiv1.ReferenceGrant{},
 		BackendTLSPolicies: map[types.NamespacedName]*gwapiv1.BackendTLSPolicy{},
 		ConfigMaps:         map[types.NamespacedName]*corev1.ConfigMap{},

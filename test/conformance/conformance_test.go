@@ -33,9 +33,9 @@ var implementation = struct{ organization, project, url, version, contact string
 	contact:      "https://coxswain.dev/coxswain",
 }
 
-// TestConformance runs the suite with the GATEWAY-HTTP and GATEWAY-GRPC profiles on a
-// GatewayClass of the mode -coxswain.mode names, with the features that class's status lists,
-// and writes the suite's report to -report-output. It fails when any test it ran fails: every
+// TestConformance runs the suite with the GATEWAY-HTTP, GATEWAY-GRPC and GATEWAY-TLS profiles
+// on a GatewayClass of the mode -coxswain.mode names, with the features that class's status
+// lists, and writes the suite's report to -report-output. It fails when any test it ran fails: every
 // test it runs is claimed. Run it inside the cluster's namespaces: the suite dials the Gateways'
 // addresses.
 func TestConformance(t *testing.T) {
@@ -101,6 +101,7 @@ func TestConformance(t *testing.T) {
 	opts.SupportedFeatures = supported
 	opts.ConformanceProfiles = []suite.ConformanceProfileName{
 		suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName,
+		suite.GatewayTLSConformanceProfileName,
 	}
 
 	// Cleanups run last first: this one runs after the suite's own, which writes the report.
