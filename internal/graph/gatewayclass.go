@@ -77,6 +77,7 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteSchemeRedirect,
 	features.SupportListenerSet,
 	features.SupportReferenceGrant,
+	features.SupportTCPRoute,
 	features.SupportTLSRoute,
 }
 

@@ -82,6 +82,9 @@ type Graph struct {
 	// TLSRoutes are the TLSRoutes with at least one parentRef to one of our Gateways, each
 	// resolved as an HTTPRoute (HTTPRoute.TLS holds the TLSRoute).
 	TLSRoutes []*HTTPRoute
+	// TCPRoutes are the TCPRoutes with at least one parentRef to one of our Gateways, each
+	// resolved as an HTTPRoute (HTTPRoute.TCP holds the TCPRoute).
+	TCPRoutes []*HTTPRoute
 	// Clusters are the Service ports that attached routes reference, with their ready endpoints.
 	Clusters []*Cluster
 	// BackendTLSPolicies are every BackendTLSPolicy, with the Gateways they report to.
@@ -103,10 +106,12 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 	g.HTTPRoutes = b.buildHTTPRoutes()
 	g.GRPCRoutes = b.buildGRPCRoutes()
 	g.TLSRoutes = b.buildTLSRoutes()
+	g.TCPRoutes = b.buildTCPRoutes()
 	refuseKindConflicts(g.Gateways, g.ListenerSets)
 	stampRoutes(g.HTTPRoutes)
 	stampRoutes(g.GRPCRoutes)
 	stampRoutes(g.TLSRoutes)
+	stampRoutes(g.TCPRoutes)
 	for _, gw := range g.Gateways {
 		gw.finish()
 	}

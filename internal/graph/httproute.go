@@ -20,6 +20,8 @@ type HTTPRoute struct {
 	GRPC *gwapiv1.GRPCRoute
 	// TLS is the TLSRoute the route was resolved from; nil for an HTTPRoute.
 	TLS *gwapiv1.TLSRoute
+	// TCP is the TCPRoute the route was resolved from; nil for an HTTPRoute.
+	TCP *gwapiv1.TCPRoute
 	// Rules are the validated rules, with matches defaulted and references resolved.
 	Rules []*Rule
 	// Parents are the route's parentRefs that name our Gateways, in spec order.
@@ -83,28 +85,33 @@ const (
 	KindHTTPRoute = "HTTPRoute"
 	KindGRPCRoute = "GRPCRoute"
 	KindTLSRoute  = "TLSRoute"
+	KindTCPRoute  = "TCPRoute"
 )
 
-// Kind returns the route's kind: KindHTTPRoute, KindGRPCRoute or KindTLSRoute.
+// Kind returns the route's kind: KindHTTPRoute, KindGRPCRoute, KindTLSRoute or KindTCPRoute.
 func (r *HTTPRoute) Kind() string {
 	switch {
 	case r.GRPC != nil:
 		return KindGRPCRoute
 	case r.TLS != nil:
 		return KindTLSRoute
+	case r.TCP != nil:
+		return KindTCPRoute
 	}
 	return KindHTTPRoute
 }
 
 // ID returns what names the route among the routes of every kind: "<namespace>/<name>" for an
 // HTTPRoute, "grpc:<namespace>/<name>" for a GRPCRoute, "tls:<namespace>/<name>" for a
-// TLSRoute (a namespace never holds a colon).
+// TLSRoute, "tcp:<namespace>/<name>" for a TCPRoute (a namespace never holds a colon).
 func (r *HTTPRoute) ID() string {
 	switch {
 	case r.GRPC != nil:
 		return "grpc:" + r.Key().String()
 	case r.TLS != nil:
 		return "tls:" + r.Key().String()
+	case r.TCP != nil:
+		return "tcp:" + r.Key().String()
 	}
 	return r.Key().String()
 }

@@ -16,6 +16,7 @@ const (
 	kindHTTPRoute = KindHTTPRoute
 	kindGRPCRoute = KindGRPCRoute
 	kindTLSRoute  = KindTLSRoute
+	kindTCPRoute  = KindTCPRoute
 	kindGateway   = "Gateway"
 	kindSecret    = "Secret"
 	kindService   = "Service"
@@ -92,8 +93,11 @@ func (b *builder) newListener(gw *Gateway, set *ListenerSet, src gwapiv1.Listene
 				"TLS mode %s is not supported on a TLS listener; use Passthrough (or an HTTPS listener to terminate TLS)", mode)))
 			return l
 		}
+	case gwapiv1.TCPProtocolType:
+		// A TCP connection names no host: the spec has a TCP listener's hostname ignored.
+		l.Hostname = ""
 	default:
-		l.reject(conditions.NewListenerUnsupportedProtocol(fmt.Sprintf("Protocol %s is not supported; use HTTP, HTTPS or TLS", src.Protocol)))
+		l.reject(conditions.NewListenerUnsupportedProtocol(fmt.Sprintf("Protocol %s is not supported; use HTTP, HTTPS, TLS or TCP", src.Protocol)))
 		return l
 	}
 	l.resolveKinds()
@@ -131,8 +135,11 @@ func (l *Listener) resolveKinds() {
 		kinds = l.source.AllowedRoutes.Kinds
 	}
 	supported := []string{kindHTTPRoute, kindGRPCRoute}
-	if l.Protocol == gwapiv1.TLSProtocolType {
+	switch l.Protocol {
+	case gwapiv1.TLSProtocolType:
 		supported = []string{kindTLSRoute}
+	case gwapiv1.TCPProtocolType:
+		supported = []string{kindTCPRoute}
 	}
 	if len(kinds) == 0 {
 		for _, k := range supported {

@@ -15,6 +15,8 @@ type Status struct {
 	GRPCRoutes []HTTPRouteStatus `json:"grpcRoutes,omitempty"`
 	// TLSRoutes are the parent statuses of TLSRoutes, as HTTPRoutes' are.
 	TLSRoutes []HTTPRouteStatus `json:"tlsRoutes,omitempty"`
+	// TCPRoutes are the parent statuses of TCPRoutes, as HTTPRoutes' are.
+	TCPRoutes []HTTPRouteStatus `json:"tcpRoutes,omitempty"`
 	// BackendTLSPolicies holds every policy, with no ancestors when no Gateway of ours uses
 	// its targets, so the writer can remove the entries we wrote before.
 	BackendTLSPolicies []BackendTLSPolicyStatus `json:"backendTLSPolicies,omitempty"`
@@ -74,6 +76,9 @@ func (g *Graph) Status() Status {
 	}
 	for _, r := range g.TLSRoutes {
 		out.TLSRoutes = append(out.TLSRoutes, r.status(g.ControllerName))
+	}
+	for _, r := range g.TCPRoutes {
+		out.TCPRoutes = append(out.TCPRoutes, r.status(g.ControllerName))
 	}
 	for _, p := range g.BackendTLSPolicies {
 		out.BackendTLSPolicies = append(out.BackendTLSPolicies, p.status(g.ControllerName))

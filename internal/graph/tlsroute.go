@@ -48,3 +48,40 @@ func (b *builder) buildTLSRoutes() []*HTTPRoute {
 	}
 	return out
 }
+
+// A TCPRoute is resolved as a TLSRoute without hostnames is: on a TCP listener the proxy hands
+// every connection to the first route (the oldest), and the others attach but get none.
+
+// tcpAsHTTPRoute returns the HTTPRoute that routes the connections src routes.
+func tcpAsHTTPRoute(src *gwapiv1.TCPRoute) *gwapiv1.HTTPRoute {
+	out := &gwapiv1.HTTPRoute{ObjectMeta: src.ObjectMeta}
+	out.Spec.ParentRefs = src.Spec.ParentRefs
+	out.Spec.Rules = make([]gwapiv1.HTTPRouteRule, 0, len(src.Spec.Rules))
+	for _, rule := range src.Spec.Rules {
+		hr := gwapiv1.HTTPRouteRule{Name: rule.Name}
+		for _, ref := range rule.BackendRefs {
+			hr.BackendRefs = append(hr.BackendRefs, gwapiv1.HTTPBackendRef{BackendRef: ref})
+		}
+		out.Spec.Rules = append(out.Spec.Rules, hr)
+	}
+	return out
+}
+
+func (b *builder) buildTCPRoutes() []*HTTPRoute {
+	var out []*HTTPRoute
+	for _, key := range sortedKeys(b.cs.TCPRoutes) {
+		tcp := b.cs.TCPRoutes[key]
+		src := tcpAsHTTPRoute(tcp)
+		parents := b.ourParents(src)
+		if len(parents) == 0 {
+			continue
+		}
+		r := &HTTPRoute{Source: src, TCP: tcp, Parents: parents, resolvedRefs: conditions.NewRouteResolvedRefs()}
+		b.buildRules(r)
+		for _, p := range parents {
+			b.attach(r, p)
+		}
+		out = append(out, r)
+	}
+	return out
+}

@@ -46,9 +46,12 @@ func ReferencesOf(cs *state.ClusterState) References {
 	}
 	for key, route := range cs.TLSRoutes {
 		for i := range route.Spec.Rules {
-			for j := range route.Spec.Rules[i].BackendRefs {
-				refs.addService(key.Namespace, route.Spec.Rules[i].BackendRefs[j].BackendObjectReference)
-			}
+			refs.addBackendRefs(key.Namespace, route.Spec.Rules[i].BackendRefs)
+		}
+	}
+	for key, route := range cs.TCPRoutes {
+		for i := range route.Spec.Rules {
+			refs.addBackendRefs(key.Namespace, route.Spec.Rules[i].BackendRefs)
 		}
 	}
 	for key, gw := range cs.Gateways {
@@ -127,6 +130,13 @@ func (r References) addRoute(namespace string, route *gwapiv1.HTTPRoute) {
 			r.addService(namespace, rule.BackendRefs[j].BackendObjectReference)
 			r.addFilters(namespace, rule.BackendRefs[j].Filters)
 		}
+	}
+}
+
+// addBackendRefs adds the Services of backendRefs.
+func (r References) addBackendRefs(namespace string, refs []gwapiv1.BackendRef) {
+	for i := range refs {
+		r.addService(namespace, refs[i].BackendObjectReference)
 	}
 }
 

@@ -60,6 +60,8 @@ func (cs *ClusterState) add(doc []byte) error {
 		return decodeInto(doc, cs.GRPCRoutes)
 	case "TLSRoute":
 		return decodeInto(doc, cs.TLSRoutes)
+	case "TCPRoute":
+		return decodeInto(doc, cs.TCPRoutes)
 	case "ListenerSet":
 		return decodeInto(doc, cs.ListenerSets)
 	case "ReferenceGrant":

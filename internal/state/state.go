@@ -18,6 +18,7 @@ type ClusterState struct {
 	HTTPRoutes      map[types.NamespacedName]*gwapiv1.HTTPRoute
 	GRPCRoutes      map[types.NamespacedName]*gwapiv1.GRPCRoute
 	TLSRoutes       map[types.NamespacedName]*gwapiv1.TLSRoute
+	TCPRoutes       map[types.NamespacedName]*gwapiv1.TCPRoute
 	ReferenceGrants map[types.NamespacedName]*gwapiv1.ReferenceGrant
 	// BackendTLSPolicies make the Services they target reached over TLS.
 	BackendTLSPolicies map[types.NamespacedName]*gwapiv1.BackendTLSPolicy
@@ -48,6 +49,7 @@ func New() *ClusterState {
 		HTTPRoutes:         map[types.NamespacedName]*gwapiv1.HTTPRoute{},
 		GRPCRoutes:         map[types.NamespacedName]*gwapiv1.GRPCRoute{},
 		TLSRoutes:          map[types.NamespacedName]*gwapiv1.TLSRoute{},
+		TCPRoutes:          map[types.NamespacedName]*gwapiv1.TCPRoute{},
 		ReferenceGrants:    map[types.NamespacedName]*gwapiv1.ReferenceGrant{},
 		BackendTLSPolicies: map[types.NamespacedName]*gwapiv1.BackendTLSPolicy{},
 		ConfigMaps:         map[types.NamespacedName]*corev1.ConfigMap{},

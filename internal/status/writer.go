@@ -82,7 +82,7 @@ type lastWrite struct {
 	want any
 }
 
-// Write writes the status of every GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, BackendTLSPolicy and
+// Write writes the status of every GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, BackendTLSPolicy and
 // ListenerSet of g whose stored status differs from the computed one, and removes our parent
 // entries from the routes of cs that no longer reference our Gateways (and our ancestor entries
 // from policies whose targets our Gateways no longer use). The status of a GatewayClass, Gateway
@@ -136,6 +136,13 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 	for _, route := range cs.TLSRoutes {
 		count(w.writeTLSRoute(ctx, route, g.ControllerName, oursTLS[state.Key(route)], now))
 	}
+	oursTCP := map[types.NamespacedName][]gwapiv1.RouteParentStatus{}
+	for _, want := range st.TCPRoutes {
+		oursTCP[types.NamespacedName{Namespace: want.Namespace, Name: want.Name}] = want.Parents
+	}
+	for _, route := range cs.TCPRoutes {
+		count(w.writeTCPRoute(ctx, route, g.ControllerName, oursTCP[state.Key(route)], now))
+	}
 	for _, want := range st.BackendTLSPolicies {
 		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
 		count(w.writeBackendTLSPolicy(ctx, cs.BackendTLSPolicies[key], g.ControllerName, want.Ancestors, now))
@@ -185,6 +192,12 @@ func (w *Writer) writeGRPCRoute(ctx context.Context, src *gwapiv1.GRPCRoute, con
 
 func (w *Writer) writeTLSRoute(ctx context.Context, src *gwapiv1.TLSRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
 	return patch(ctx, w, "TLSRoute", src, want, func(obj *gwapiv1.TLSRoute) {
+		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
+	})
+}
+
+func (w *Writer) writeTCPRoute(ctx context.Context, src *gwapiv1.TCPRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
+	return patch(ctx, w, "TCPRoute", src, want, func(obj *gwapiv1.TCPRoute) {
 		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
 	})
 }

@@ -42,6 +42,11 @@ const (
 	// the chosen backend's endpoint gets the connection's bytes as the client sent them. A proxy
 	// that predates it refuses the snapshot.
 	Protocol_PROTOCOL_TLS_PASSTHROUGH Protocol = 3
+	// PROTOCOL_TCP forwards TCP connections as they come, reading nothing of them: the route that a
+	// TLS passthrough ClientHello without a server name would select (the first route without a
+	// hostname of the virtual host without one) takes every connection, with weighted backends
+	// and nothing else. A proxy that predates it refuses the snapshot.
+	Protocol_PROTOCOL_TCP Protocol = 4
 )
 
 // Enum value maps for Protocol.
@@ -51,12 +56,14 @@ var (
 		1: "PROTOCOL_HTTP",
 		2: "PROTOCOL_HTTPS",
 		3: "PROTOCOL_TLS_PASSTHROUGH",
+		4: "PROTOCOL_TCP",
 	}
 	Protocol_value = map[string]int32{
 		"PROTOCOL_UNSPECIFIED":     0,
 		"PROTOCOL_HTTP":            1,
 		"PROTOCOL_HTTPS":           2,
 		"PROTOCOL_TLS_PASSTHROUGH": 3,
+		"PROTOCOL_TCP":             4,
 	}
 )
 
@@ -2052,12 +2059,13 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\vCertificate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x15certificate_chain_pem\x18\x02 \x01(\fR\x13certificateChainPem\x12&\n" +
-	"\x0fprivate_key_pem\x18\x03 \x01(\fR\rprivateKeyPem*i\n" +
+	"\x0fprivate_key_pem\x18\x03 \x01(\fR\rprivateKeyPem*{\n" +
 	"\bProtocol\x12\x18\n" +
 	"\x14PROTOCOL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPROTOCOL_HTTP\x10\x01\x12\x12\n" +
 	"\x0ePROTOCOL_HTTPS\x10\x02\x12\x1c\n" +
-	"\x18PROTOCOL_TLS_PASSTHROUGH\x10\x03*|\n" +
+	"\x18PROTOCOL_TLS_PASSTHROUGH\x10\x03\x12\x10\n" +
+	"\fPROTOCOL_TCP\x10\x04*|\n" +
 	"\tMatchType\x12\x1a\n" +
 	"\x16MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10MATCH_TYPE_EXACT\x10\x01\x12\x1a\n" +

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
@@ -318,4 +320,115 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name, label, value string
 		}
 	}
 	return sum
+}
+
+// halfCloseBackend reads a connection to its end, then answers "got <what it read>" and closes.
+func halfCloseBackend(t *testing.T) string {
+	t.Helper()
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { _ = c.Close() }()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				got, _ := io.ReadAll(c)
+				_, _ = io.WriteString(c, "got "+string(got))
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// tcpPort applies a TCP listener on port 9000 whose routes, first to last, go to backends.
+func tcpPort(t *testing.T, d *dataplane.DataPlane, backends ...string) string {
+	t.Helper()
+	var routes []*discoveryv1.Route
+	msgs := []proto.Message{}
+	for i, be := range backends {
+		cluster := fmt.Sprintf("ns/be%d:9000", i)
+		routes = append(routes, snaptest.Route(fmt.Sprintf("ns/r%d/0/0", i), "", snaptest.Prefix("/"), cluster))
+		msgs = append(msgs, snaptest.Cluster(t, cluster, be))
+	}
+	msgs = append(msgs, snaptest.Listener("ns/gw", 9000, discoveryv1.Protocol_PROTOCOL_TCP, snaptest.VHost("tcp", "", routes...)))
+	apply(t, d, msgs...)
+	return addr(t, d, 9000)
+}
+
+// Tests that a TCP port forwards bytes both ways as they come, a half-close included: the client
+// sends and closes its side, the backend reads to the end and answers on the half-open
+// connection; and that the first route takes every connection (the controller orders the
+// oldest first), the second none.
+func TestTCPForwardsWithHalfClose(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	d := start(t, dataplane.Options{Registerer: reg})
+	proxy := tcpPort(t, d, halfCloseBackend(t), "127.0.0.1:1")
+	for i := range 5 {
+		c, br := rawConn(t, proxy)
+		msg := fmt.Sprintf("hello %d", i)
+		if _, err := io.WriteString(c, msg); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(br)
+		if err != nil || string(got) != "got "+msg {
+			t.Fatalf("connection %d: %q, %v; want %q", i, got, err, "got "+msg)
+		}
+	}
+	if got := metricSum(t, reg, "coxswain_proxy_passthrough_connections_total", "route", "ns/r0/0/0"); got != 5 {
+		t.Errorf("the first route took %v connections, want 5", got)
+	}
+	if got := metricSum(t, reg, "coxswain_proxy_passthrough_connections_total", "route", "ns/r1/0/0"); got != 0 {
+		t.Errorf("the second route took %v connections, want none", got)
+	}
+}
+
+// Tests that a TCP connection carrying nothing either way for the tunnel idle timeout is closed.
+func TestTCPIdleConnectionClosed(t *testing.T) {
+	t.Parallel()
+	d := start(t, dataplane.Options{Forward: forward.Options{TunnelIdleTimeout: 300 * time.Millisecond}})
+	proxy := tcpPort(t, d, halfCloseBackend(t))
+	c, _ := rawConn(t, proxy)
+	begin := time.Now()
+	expectClosed(t, c, 5*time.Second)
+	if took := time.Since(begin); took < 250*time.Millisecond {
+		t.Errorf("closed after %s, before the idle timeout", took)
+	}
+}
+
+// Tests that a client holding its share of the connection limit gets no more TCP connections
+// forwarded: the one beyond is closed on accept and counted, the others keep working.
+func TestTCPConnectionLimitPerClient(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	d := start(t, dataplane.Options{Registerer: reg, Listener: listener.Options{MaxConnectionsPerClient: 3}})
+	proxy := tcpPort(t, d, halfCloseBackend(t))
+	var held []net.Conn
+	for range 3 {
+		c, _ := rawConn(t, proxy)
+		held = append(held, c)
+	}
+	eventually(t, "three connections forwarded", func() bool {
+		return metricSum(t, reg, "coxswain_proxy_passthrough_connections_total", "outcome", "forwarded") == 3
+	})
+	c, _ := rawConn(t, proxy)
+	expectClosed(t, c, 5*time.Second)
+	if got := metricValue(t, reg, "coxswain_proxy_refused_client_connections_total", ""); got != 1 {
+		t.Errorf("refused client connections %v, want 1", got)
+	}
+	_, _ = io.WriteString(held[0], "still")
+	_ = held[0].(*net.TCPConn).CloseWrite()
+	if got, err := io.ReadAll(held[0]); err != nil || string(got) != "got still" {
+		t.Fatalf("a held connection: %q, %v", got, err)
+	}
 }

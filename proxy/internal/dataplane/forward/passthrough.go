@@ -26,8 +26,9 @@ const PassthroughDialTimeout = 5 * time.Second
 // passthroughDialAttempts is how many endpoints of the chosen backend a connection tries.
 const passthroughDialAttempts = 3
 
-// Passthrough forwards a TLS connection of a passthrough port without terminating it: the
-// route its ClientHello's server name selects picks a weighted backend, an endpoint of it is
+// Passthrough forwards a connection of a TLS passthrough port without terminating it, or of a
+// TCP port (serverName empty, hello nil): the route its ClientHello's server name selects (on a
+// TCP port, the port's route) picks a weighted backend, an endpoint of it is
 // dialed (the next one on failure, up to three), hello (every byte read from down so far) is
 // written to it, and the bytes are then copied both ways in the background, as a WebSocket
 // tunnel's are: until both sides are done, the tunnel idle timeout passes, a table without the
@@ -52,7 +53,7 @@ func (h *Handler) passthrough(down net.Conn, port uint32, serverName string, hel
 		return "", PassthroughNoRoute
 	}
 	p, ok := s.Table.Port(port)
-	if !ok || p.Protocol != router.TLSPassthrough {
+	if !ok || (p.Protocol != router.TLSPassthrough && p.Protocol != router.TCP) {
 		return "", PassthroughNoRoute
 	}
 	r := p.PassthroughRoute(serverName)

@@ -11,14 +11,15 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 )
 
-// passthrough serves one TLS passthrough port: every accepted connection gets a goroutine that
-// reads its ClientHello (within the header read timeout and MaxClientHelloBytes) and hands the
-// connection, with the bytes read, to the handler, which routes it by the hello's server name
-// and copies it to a backend in the background.
+// passthrough serves one TLS passthrough or TCP port: every accepted connection gets a goroutine
+// that, on a TLS passthrough port, reads its ClientHello (within the header read timeout and
+// MaxClientHelloBytes), and hands the connection, with the bytes read, to the handler, which
+// routes it (by the hello's server name) and copies it to a backend in the background.
 type passthrough struct {
 	m     *Manager
 	port  uint32
 	ln    *limitListener
+	hello bool
 	conns sync.WaitGroup
 
 	mu      sync.Mutex
@@ -26,8 +27,8 @@ type passthrough struct {
 	stopped bool
 }
 
-func (m *Manager) newPassthrough(port uint32, ln *limitListener) *passthrough {
-	return &passthrough{m: m, port: port, ln: ln, reading: map[net.Conn]struct{}{}}
+func (m *Manager) newPassthrough(port uint32, ln *limitListener, hello bool) *passthrough {
+	return &passthrough{m: m, port: port, ln: ln, hello: hello, reading: map[net.Conn]struct{}{}}
 }
 
 // serve accepts connections until the listener closes.
@@ -42,6 +43,10 @@ func (p *passthrough) serve() error {
 }
 
 func (p *passthrough) conn(c net.Conn) {
+	if !p.hello {
+		p.m.handler.Passthrough(c, p.port, "", nil)
+		return
+	}
 	if !p.start(c) {
 		_ = c.Close()
 		return

@@ -123,6 +123,8 @@ func protocol(p discoveryv1.Protocol) (Protocol, error) {
 		return HTTPS, nil
 	case discoveryv1.Protocol_PROTOCOL_TLS_PASSTHROUGH:
 		return TLSPassthrough, nil
+	case discoveryv1.Protocol_PROTOCOL_TCP:
+		return TCP, nil
 	}
 	return 0, ErrInvalid
 }

@@ -17,6 +17,9 @@ const (
 	// TLSPassthrough routes TLS connections by their ClientHello's server name without
 	// terminating them (see Port.PassthroughRoute).
 	TLSPassthrough
+	// TCP forwards connections as they come to the route a nameless ClientHello would take on
+	// a TLSPassthrough port.
+	TCP
 )
 
 func (p Protocol) String() string {
@@ -25,6 +28,8 @@ func (p Protocol) String() string {
 		return "HTTPS"
 	case TLSPassthrough:
 		return "TLSPassthrough"
+	case TCP:
+		return "TCP"
 	}
 	return "HTTP"
 }
