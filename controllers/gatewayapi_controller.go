@@ -63,8 +63,8 @@ type GatewayAPIReconciler struct {
 	refs rebuild.ReferenceFilter
 }
 
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;grpcroutes;tlsroutes;tcproutes;referencegrants;backendtlspolicies;listenersets,verbs=get;list;watch
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status;grpcroutes/status;tlsroutes/status;tcproutes/status;backendtlspolicies/status;listenersets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;grpcroutes;tlsroutes;tcproutes;udproutes;referencegrants;backendtlspolicies;listenersets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status;grpcroutes/status;tlsroutes/status;tcproutes/status;udproutes/status;backendtlspolicies/status;listenersets/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=services;secrets;namespaces;configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
@@ -171,6 +171,7 @@ func (r *GatewayAPIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&gwapiv1.GRPCRoute{}, r.on("GRPCRoute"), spec).
 		Watches(&gwapiv1.TLSRoute{}, r.on("TLSRoute"), spec).
 		Watches(&gwapiv1.TCPRoute{}, r.on("TCPRoute"), spec).
+		Watches(&gwapiv1.UDPRoute{}, r.on("UDPRoute"), spec).
 		Watches(&gwapiv1.ListenerSet{}, r.on("ListenerSet"), spec).
 		Watches(&gwapiv1.ReferenceGrant{}, r.on("ReferenceGrant"), spec).
 		Watches(&gwapiv1.BackendTLSPolicy{}, r.on("BackendTLSPolicy"), spec).

@@ -79,7 +79,7 @@ func dedicatedGateway(ns, name, class string) *gwapiv1.Gateway {
 	gw := newGateway(ns, name, class)
 	gw.Spec.Listeners = append(gw.Spec.Listeners,
 		gwapiv1.Listener{Name: "alt", Port: 8080, Protocol: gwapiv1.HTTPProtocolType},
-		gwapiv1.Listener{Name: "udp", Port: 5353, Protocol: gwapiv1.UDPProtocolType})
+		gwapiv1.Listener{Name: "sctp", Port: 5353, Protocol: "SCTP"})
 	gw.Spec.Infrastructure = &gwapiv1.GatewayInfrastructure{
 		Labels:      map[gwapiv1.LabelKey]gwapiv1.LabelValue{"infra-label": "yes"},
 		Annotations: map[gwapiv1.AnnotationKey]gwapiv1.AnnotationValue{"infra-annotation": "yes"},
@@ -145,7 +145,7 @@ func TestDedicatedGatewayIsProvisioned(t *testing.T) {
 		ports = append(ports, p.Port)
 	}
 	if fmt.Sprint(ports) != "[80 8080]" || svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		t.Errorf("Service %s ports %v, want LoadBalancer [80 8080] (never the invalid UDP listener)", svc.Spec.Type, ports)
+		t.Errorf("Service %s ports %v, want LoadBalancer [80 8080] (never the invalid SCTP listener)", svc.Spec.Type, ports)
 	}
 
 	// Reconciling again changes nothing.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the Gateway API conformance suite (sigs.k8s.io/gateway-api/conformance, the version
-# test/conformance/go.mod pins) with the GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS and GATEWAY-TCP
-# profiles against Coxswain on the local cluster of hack/cluster.sh, one fresh cluster per mode, and
-# writes the suite's report to bin/conformance/report-<mode>.yaml. See docs/conformance.md.
+# test/conformance/go.mod pins) with the GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS, GATEWAY-TCP and
+# GATEWAY-UDP profiles against Coxswain on the local cluster of hack/cluster.sh, one fresh cluster
+# per mode, and writes the suite's report to bin/conformance/report-<mode>.yaml. See
+# docs/conformance.md.
 #
 #   hack/conformance.sh                                   # every Gateway gets a dedicated proxy
 #   CONFORMANCE_MODE=shared hack/conformance.sh           # every Gateway on the shared pool

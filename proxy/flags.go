@@ -158,6 +158,8 @@ type limits struct {
 	http2ConnWindow        int
 	retryBudgetFloor       int
 	maxClientHelloBytes    int
+	udpIdleTimeout         time.Duration
+	maxUDPFlows            int
 }
 
 // register adds the limit flags to fs, with the data plane's defaults.
@@ -204,6 +206,10 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"Request body bytes an HTTP/2 client may send ahead of the backends reading them, per connection.")
 	fs.IntVar(&l.maxClientHelloBytes, "max-client-hello-bytes", listener.DefaultMaxClientHelloBytes,
 		"Bytes a TLS passthrough listener reads of a connection before its ClientHello is complete; the connection is closed beyond it.")
+	fs.DurationVar(&l.udpIdleTimeout, "udp-idle-timeout", listener.DefaultUDPIdleTimeout,
+		"Time a UDP flow (one client address's datagrams to its backend and back) may carry nothing either way before it ends.")
+	fs.IntVar(&l.maxUDPFlows, "max-udp-flows", listener.DefaultMaxUDPFlows,
+		"UDP flows, all listeners together; a datagram that would open one more is dropped.")
 	fs.IntVar(&l.retryBudgetFloor, "retry-budget-min-per-second", upstream.DefaultRetryBudgetMinPerSecond,
 		"Retries a second a cluster may make beyond the fifth of its requests that its budget earns.")
 }
@@ -221,7 +227,8 @@ func (l *limits) check() error {
 		"--upstream-pending-timeout": int64(l.upstreamPendingTimeout), "--max-buffered-body-bytes": l.maxBufferedBodyBytes,
 		"--max-requests-per-connection": int64(l.maxRequestsPerConn),
 		"--max-client-hello-bytes":      int64(l.maxClientHelloBytes),
-		"--http2-stream-window-bytes":   int64(l.http2StreamWindow), "--http2-connection-window-bytes": int64(l.http2ConnWindow),
+		"--udp-idle-timeout":            int64(l.udpIdleTimeout), "--max-udp-flows": int64(l.maxUDPFlows),
+		"--http2-stream-window-bytes": int64(l.http2StreamWindow), "--http2-connection-window-bytes": int64(l.http2ConnWindow),
 	} {
 		if v <= 0 {
 			return fmt.Errorf("%s must be positive", name)

@@ -270,6 +270,8 @@ func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*d
 			SendTimeout:               l.sendTimeout,
 			MaxHeaderBytes:            l.maxHeaderBytes,
 			MaxClientHelloBytes:       l.maxClientHelloBytes,
+			UDPIdleTimeout:            l.udpIdleTimeout,
+			MaxUDPFlows:               l.maxUDPFlows,
 			MaxConnections:            l.maxConnections,
 			MaxConnectionsPerClient:   l.maxConnsPerClient,
 			HTTP2MaxConcurrentStreams: l.http2MaxStreams,

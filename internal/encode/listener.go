@@ -43,6 +43,8 @@ func protocol(p string) discoveryv1.Protocol {
 		return discoveryv1.Protocol_PROTOCOL_TLS_PASSTHROUGH
 	case "TCP":
 		return discoveryv1.Protocol_PROTOCOL_TCP
+	case "UDP":
+		return discoveryv1.Protocol_PROTOCOL_UDP
 	}
 	return discoveryv1.Protocol_PROTOCOL_UNSPECIFIED
 }

@@ -79,6 +79,7 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportReferenceGrant,
 	features.SupportTCPRoute,
 	features.SupportTLSRoute,
+	features.SupportUDPRoute,
 }
 
 // experimentalFeatures are implemented too but need fields of the experimental-channel CRDs,

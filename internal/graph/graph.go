@@ -85,6 +85,9 @@ type Graph struct {
 	// TCPRoutes are the TCPRoutes with at least one parentRef to one of our Gateways, each
 	// resolved as an HTTPRoute (HTTPRoute.TCP holds the TCPRoute).
 	TCPRoutes []*HTTPRoute
+	// UDPRoutes are the UDPRoutes with at least one parentRef to one of our Gateways, each
+	// resolved as an HTTPRoute (HTTPRoute.UDP holds the UDPRoute).
+	UDPRoutes []*HTTPRoute
 	// Clusters are the Service ports that attached routes reference, with their ready endpoints.
 	Clusters []*Cluster
 	// BackendTLSPolicies are every BackendTLSPolicy, with the Gateways they report to.
@@ -107,11 +110,13 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 	g.GRPCRoutes = b.buildGRPCRoutes()
 	g.TLSRoutes = b.buildTLSRoutes()
 	g.TCPRoutes = b.buildTCPRoutes()
+	g.UDPRoutes = b.buildUDPRoutes()
 	refuseKindConflicts(g.Gateways, g.ListenerSets)
 	stampRoutes(g.HTTPRoutes)
 	stampRoutes(g.GRPCRoutes)
 	stampRoutes(g.TLSRoutes)
 	stampRoutes(g.TCPRoutes)
+	stampRoutes(g.UDPRoutes)
 	for _, gw := range g.Gateways {
 		gw.finish()
 	}

@@ -22,6 +22,8 @@ type HTTPRoute struct {
 	TLS *gwapiv1.TLSRoute
 	// TCP is the TCPRoute the route was resolved from; nil for an HTTPRoute.
 	TCP *gwapiv1.TCPRoute
+	// UDP is the UDPRoute the route was resolved from; nil for an HTTPRoute.
+	UDP *gwapiv1.UDPRoute
 	// Rules are the validated rules, with matches defaulted and references resolved.
 	Rules []*Rule
 	// Parents are the route's parentRefs that name our Gateways, in spec order.
@@ -86,9 +88,11 @@ const (
 	KindGRPCRoute = "GRPCRoute"
 	KindTLSRoute  = "TLSRoute"
 	KindTCPRoute  = "TCPRoute"
+	KindUDPRoute  = "UDPRoute"
 )
 
-// Kind returns the route's kind: KindHTTPRoute, KindGRPCRoute, KindTLSRoute or KindTCPRoute.
+// Kind returns the route's kind: KindHTTPRoute, KindGRPCRoute, KindTLSRoute, KindTCPRoute or
+// KindUDPRoute.
 func (r *HTTPRoute) Kind() string {
 	switch {
 	case r.GRPC != nil:
@@ -97,13 +101,16 @@ func (r *HTTPRoute) Kind() string {
 		return KindTLSRoute
 	case r.TCP != nil:
 		return KindTCPRoute
+	case r.UDP != nil:
+		return KindUDPRoute
 	}
 	return KindHTTPRoute
 }
 
 // ID returns what names the route among the routes of every kind: "<namespace>/<name>" for an
 // HTTPRoute, "grpc:<namespace>/<name>" for a GRPCRoute, "tls:<namespace>/<name>" for a
-// TLSRoute, "tcp:<namespace>/<name>" for a TCPRoute (a namespace never holds a colon).
+// TLSRoute, "tcp:<namespace>/<name>" for a TCPRoute, "udp:<namespace>/<name>" for a UDPRoute
+// (a namespace never holds a colon).
 func (r *HTTPRoute) ID() string {
 	switch {
 	case r.GRPC != nil:
@@ -112,6 +119,8 @@ func (r *HTTPRoute) ID() string {
 		return "tls:" + r.Key().String()
 	case r.TCP != nil:
 		return "tcp:" + r.Key().String()
+	case r.UDP != nil:
+		return "udp:" + r.Key().String()
 	}
 	return r.Key().String()
 }

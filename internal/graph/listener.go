@@ -17,6 +17,7 @@ const (
 	kindGRPCRoute = KindGRPCRoute
 	kindTLSRoute  = KindTLSRoute
 	kindTCPRoute  = KindTCPRoute
+	kindUDPRoute  = KindUDPRoute
 	kindGateway   = "Gateway"
 	kindSecret    = "Secret"
 	kindService   = "Service"
@@ -93,11 +94,12 @@ func (b *builder) newListener(gw *Gateway, set *ListenerSet, src gwapiv1.Listene
 				"TLS mode %s is not supported on a TLS listener; use Passthrough (or an HTTPS listener to terminate TLS)", mode)))
 			return l
 		}
-	case gwapiv1.TCPProtocolType:
-		// A TCP connection names no host: the spec has a TCP listener's hostname ignored.
+	case gwapiv1.TCPProtocolType, gwapiv1.UDPProtocolType:
+		// A TCP connection or UDP datagram names no host: the spec has the hostname of such a
+		// listener ignored.
 		l.Hostname = ""
 	default:
-		l.reject(conditions.NewListenerUnsupportedProtocol(fmt.Sprintf("Protocol %s is not supported; use HTTP, HTTPS, TLS or TCP", src.Protocol)))
+		l.reject(conditions.NewListenerUnsupportedProtocol(fmt.Sprintf("Protocol %s is not supported; use HTTP, HTTPS, TLS, TCP or UDP", src.Protocol)))
 		return l
 	}
 	l.resolveKinds()
@@ -140,6 +142,8 @@ func (l *Listener) resolveKinds() {
 		supported = []string{kindTLSRoute}
 	case gwapiv1.TCPProtocolType:
 		supported = []string{kindTCPRoute}
+	case gwapiv1.UDPProtocolType:
+		supported = []string{kindUDPRoute}
 	}
 	if len(kinds) == 0 {
 		for _, k := range supported {

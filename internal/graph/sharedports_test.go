@@ -155,7 +155,7 @@ func TestSharedPortsOnlyForAcceptedSharedGateways(t *testing.T) {
 	t.Parallel()
 	cs := sharedState(sharedGateway{"shared", []int32{80}}, sharedGateway{"no-valid-listener", nil})
 	cs.Gateways[state.Key(&metav1.ObjectMeta{Namespace: "apps", Name: "no-valid-listener"})].Spec.Listeners = []gwapiv1.Listener{
-		{Name: "udp", Port: 53, Protocol: gwapiv1.UDPProtocolType},
+		{Name: "sctp", Port: 53, Protocol: "SCTP"},
 	}
 	dedicated := sharedState(sharedGateway{"dedicated", []int32{80}}).Gateways
 	for k, gw := range dedicated {

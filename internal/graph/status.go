@@ -17,6 +17,8 @@ type Status struct {
 	TLSRoutes []HTTPRouteStatus `json:"tlsRoutes,omitempty"`
 	// TCPRoutes are the parent statuses of TCPRoutes, as HTTPRoutes' are.
 	TCPRoutes []HTTPRouteStatus `json:"tcpRoutes,omitempty"`
+	// UDPRoutes are the parent statuses of UDPRoutes, as HTTPRoutes' are.
+	UDPRoutes []HTTPRouteStatus `json:"udpRoutes,omitempty"`
 	// BackendTLSPolicies holds every policy, with no ancestors when no Gateway of ours uses
 	// its targets, so the writer can remove the entries we wrote before.
 	BackendTLSPolicies []BackendTLSPolicyStatus `json:"backendTLSPolicies,omitempty"`
@@ -79,6 +81,9 @@ func (g *Graph) Status() Status {
 	}
 	for _, r := range g.TCPRoutes {
 		out.TCPRoutes = append(out.TCPRoutes, r.status(g.ControllerName))
+	}
+	for _, r := range g.UDPRoutes {
+		out.UDPRoutes = append(out.UDPRoutes, r.status(g.ControllerName))
 	}
 	for _, p := range g.BackendTLSPolicies {
 		out.BackendTLSPolicies = append(out.BackendTLSPolicies, p.status(g.ControllerName))

@@ -1,6 +1,8 @@
 package graph
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"coxswain.dev/coxswain/internal/graph/conditions"
@@ -50,16 +52,34 @@ func (b *builder) buildTLSRoutes() []*HTTPRoute {
 }
 
 // A TCPRoute is resolved as a TLSRoute without hostnames is: on a TCP listener the proxy hands
-// every connection to the first route (the oldest), and the others attach but get none.
+// every connection to the first route (the oldest), and the others attach but get none. A
+// UDPRoute is the same on a UDP listener, for datagrams.
 
 // tcpAsHTTPRoute returns the HTTPRoute that routes the connections src routes.
 func tcpAsHTTPRoute(src *gwapiv1.TCPRoute) *gwapiv1.HTTPRoute {
-	out := &gwapiv1.HTTPRoute{ObjectMeta: src.ObjectMeta}
-	out.Spec.ParentRefs = src.Spec.ParentRefs
-	out.Spec.Rules = make([]gwapiv1.HTTPRouteRule, 0, len(src.Spec.Rules))
-	for _, rule := range src.Spec.Rules {
-		hr := gwapiv1.HTTPRouteRule{Name: rule.Name}
-		for _, ref := range rule.BackendRefs {
+	return streamAsHTTPRoute(src.ObjectMeta, src.Spec.ParentRefs, src.Spec.Rules, func(r gwapiv1.TCPRouteRule) (*gwapiv1.SectionName, []gwapiv1.BackendRef) {
+		return r.Name, r.BackendRefs
+	})
+}
+
+// udpAsHTTPRoute returns the HTTPRoute that routes the datagrams src routes: a UDPRoute is
+// resolved as a TCPRoute is.
+func udpAsHTTPRoute(src *gwapiv1.UDPRoute) *gwapiv1.HTTPRoute {
+	return streamAsHTTPRoute(src.ObjectMeta, src.Spec.ParentRefs, src.Spec.Rules, func(r gwapiv1.UDPRouteRule) (*gwapiv1.SectionName, []gwapiv1.BackendRef) {
+		return r.Name, r.BackendRefs
+	})
+}
+
+// streamAsHTTPRoute returns the HTTPRoute of a route without hostnames or matches whose rules
+// are named backends.
+func streamAsHTTPRoute[R any](meta metav1.ObjectMeta, parents []gwapiv1.ParentReference, rules []R, rule func(R) (*gwapiv1.SectionName, []gwapiv1.BackendRef)) *gwapiv1.HTTPRoute {
+	out := &gwapiv1.HTTPRoute{ObjectMeta: meta}
+	out.Spec.ParentRefs = parents
+	out.Spec.Rules = make([]gwapiv1.HTTPRouteRule, 0, len(rules))
+	for _, r := range rules {
+		name, refs := rule(r)
+		hr := gwapiv1.HTTPRouteRule{Name: name}
+		for _, ref := range refs {
 			hr.BackendRefs = append(hr.BackendRefs, gwapiv1.HTTPBackendRef{BackendRef: ref})
 		}
 		out.Spec.Rules = append(out.Spec.Rules, hr)
@@ -68,17 +88,30 @@ func tcpAsHTTPRoute(src *gwapiv1.TCPRoute) *gwapiv1.HTTPRoute {
 }
 
 func (b *builder) buildTCPRoutes() []*HTTPRoute {
+	return buildStreamRoutes(b, b.cs.TCPRoutes, func(src *gwapiv1.TCPRoute) *HTTPRoute {
+		return &HTTPRoute{Source: tcpAsHTTPRoute(src), TCP: src}
+	})
+}
+
+func (b *builder) buildUDPRoutes() []*HTTPRoute {
+	return buildStreamRoutes(b, b.cs.UDPRoutes, func(src *gwapiv1.UDPRoute) *HTTPRoute {
+		return &HTTPRoute{Source: udpAsHTTPRoute(src), UDP: src}
+	})
+}
+
+// buildStreamRoutes resolves routes of a kind without hostnames or matches (TCPRoute, UDPRoute),
+// each made into an HTTPRoute by resolve.
+func buildStreamRoutes[R any](b *builder, routes map[types.NamespacedName]*R, resolve func(*R) *HTTPRoute) []*HTTPRoute {
 	var out []*HTTPRoute
-	for _, key := range sortedKeys(b.cs.TCPRoutes) {
-		tcp := b.cs.TCPRoutes[key]
-		src := tcpAsHTTPRoute(tcp)
-		parents := b.ourParents(src)
-		if len(parents) == 0 {
+	for _, key := range sortedKeys(routes) {
+		r := resolve(routes[key])
+		r.Parents = b.ourParents(r.Source)
+		if len(r.Parents) == 0 {
 			continue
 		}
-		r := &HTTPRoute{Source: src, TCP: tcp, Parents: parents, resolvedRefs: conditions.NewRouteResolvedRefs()}
+		r.resolvedRefs = conditions.NewRouteResolvedRefs()
 		b.buildRules(r)
-		for _, p := range parents {
+		for _, p := range r.Parents {
 			b.attach(r, p)
 		}
 		out = append(out, r)

@@ -99,13 +99,21 @@ func DesiredServiceAccount(m Model) *corev1.ServiceAccount {
 	}
 }
 
+// portProtocol is the protocol of listener port p: UDP when udp holds it, else TCP.
+func portProtocol(udp map[int32]bool, p int32) corev1.Protocol {
+	if udp[p] {
+		return corev1.ProtocolUDP
+	}
+	return corev1.ProtocolTCP
+}
+
 // DesiredService exposes the accepted listener ports of the Gateway; its address is the
 // Gateway's.
 func DesiredService(m Model) *corev1.Service {
 	ports := make([]corev1.ServicePort, 0, len(m.Ports))
 	for _, p := range m.Ports {
 		ports = append(ports, corev1.ServicePort{
-			Name: portName(p), Protocol: corev1.ProtocolTCP, Port: p, TargetPort: intstr.FromInt32(p),
+			Name: portName(p), Protocol: portProtocol(m.UDPPorts, p), Port: p, TargetPort: intstr.FromInt32(p),
 		})
 	}
 	typ := m.serviceType()
@@ -207,7 +215,7 @@ func (m Model) podSecurityContext() *corev1.PodSecurityContext {
 func (m Model) container() corev1.Container {
 	ports := make([]corev1.ContainerPort, 0, len(m.Ports)+1)
 	for _, p := range m.Ports {
-		ports = append(ports, corev1.ContainerPort{Name: portName(p), ContainerPort: p, Protocol: corev1.ProtocolTCP})
+		ports = append(ports, corev1.ContainerPort{Name: portName(p), ContainerPort: p, Protocol: portProtocol(m.UDPPorts, p)})
 	}
 	ports = append(ports, corev1.ContainerPort{Name: healthPortName, ContainerPort: m.HealthPort, Protocol: corev1.ProtocolTCP})
 	caps := &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}

@@ -56,6 +56,9 @@ type Model struct {
 	// Ports are the distinct ports of the Gateway's accepted listeners, sorted; never an invalid
 	// listener's.
 	Ports []int32
+	// UDPPorts are the Ports whose listeners are UDP: the Service and container ports of the
+	// others are TCP.
+	UDPPorts map[int32]bool
 	// HealthPort serves /healthz, /readyz and /metrics; no listener of the Gateway, valid or not,
 	// uses it.
 	HealthPort int32
@@ -75,10 +78,14 @@ func ModelOf(gw *graph.Gateway, params *v1alpha1.CoxswainGatewayParameters, d De
 		return Model{}, false
 	}
 	var ports, all []int32
+	udp := map[int32]bool{}
 	for _, l := range gw.AllListeners() {
 		all = append(all, l.Port)
 		if l.Accepted() {
 			ports = append(ports, l.Port)
+			if l.Protocol == gwapiv1.UDPProtocolType {
+				udp[l.Port] = true
+			}
 		}
 	}
 	slices.Sort(ports)
@@ -90,6 +97,7 @@ func ModelOf(gw *graph.Gateway, params *v1alpha1.CoxswainGatewayParameters, d De
 		Gateway:    gw.Source,
 		Name:       gw.ProxyName,
 		Ports:      ports,
+		UDPPorts:   udp,
 		HealthPort: healthPort(all),
 		Params:     *params.Spec.DeepCopy(),
 		Defaults:   d,

@@ -29,7 +29,9 @@ type SharedModel struct {
 	// Name is the Service's name, wellknown.SharedGatewayServiceName of the Gateway.
 	Name string
 	// Ports maps each accepted listener port to the Gateway's internal port on the pool.
-	Ports       map[int32]int32
+	Ports map[int32]int32
+	// UDPPorts are the Ports whose listeners are UDP; the others are TCP.
+	UDPPorts    map[int32]bool
 	ServiceType corev1.ServiceType
 	// LabelPrefixes and AnnotationPrefixes are the key prefixes of the Gateway's
 	// spec.infrastructure metadata that reach the Service (Defaults.SharedLabelPrefixes and
@@ -48,11 +50,23 @@ func SharedModelOf(gw *graph.Gateway, namespace string, d Defaults) (SharedModel
 		Namespace:   namespace,
 		Name:        gw.SharedService,
 		Ports:       maps.Clone(gw.SharedPorts),
+		UDPPorts:    udpPorts(gw),
 		ServiceType: defaultServiceType(d),
 
 		LabelPrefixes:      d.SharedLabelPrefixes,
 		AnnotationPrefixes: d.SharedAnnotationPrefixes,
 	}, true
+}
+
+// udpPorts returns the ports of gw's accepted UDP listeners.
+func udpPorts(gw *graph.Gateway) map[int32]bool {
+	out := map[int32]bool{}
+	for _, l := range gw.AllListeners() {
+		if l.Accepted() && l.Protocol == gwapiv1.UDPProtocolType {
+			out[l.Port] = true
+		}
+	}
+	return out
 }
 
 // DesiredSharedService gives a shared pool Gateway its own address: it selects the pool's pods
@@ -68,7 +82,7 @@ func DesiredSharedService(m SharedModel) *corev1.Service {
 	ports := make([]corev1.ServicePort, 0, len(listenerPorts))
 	for _, p := range listenerPorts {
 		ports = append(ports, corev1.ServicePort{
-			Name: portName(p), Protocol: corev1.ProtocolTCP, Port: p, TargetPort: intstr.FromInt32(m.Ports[p]),
+			Name: portName(p), Protocol: portProtocol(m.UDPPorts, p), Port: p, TargetPort: intstr.FromInt32(m.Ports[p]),
 		})
 	}
 	labels := map[string]string{}

@@ -80,6 +80,7 @@ func Load(ctx context.Context, r client.Reader) (Input, error) {
 		loadInto(ctx, r, cs.GRPCRoutes, &gwapiv1.GRPCRouteList{}),
 		loadInto(ctx, r, cs.TLSRoutes, &gwapiv1.TLSRouteList{}),
 		loadInto(ctx, r, cs.TCPRoutes, &gwapiv1.TCPRouteList{}),
+		loadInto(ctx, r, cs.UDPRoutes, &gwapiv1.UDPRouteList{}),
 		loadInto(ctx, r, cs.ReferenceGrants, &gwapiv1.ReferenceGrantList{}),
 		loadInto(ctx, r, cs.BackendTLSPolicies, &gwapiv1.BackendTLSPolicyList{}),
 		loadInto(ctx, r, cs.ListenerSets, &gwapiv1.ListenerSetList{}),

@@ -54,6 +54,11 @@ func ReferencesOf(cs *state.ClusterState) References {
 			refs.addBackendRefs(key.Namespace, route.Spec.Rules[i].BackendRefs)
 		}
 	}
+	for key, route := range cs.UDPRoutes {
+		for i := range route.Spec.Rules {
+			refs.addBackendRefs(key.Namespace, route.Spec.Rules[i].BackendRefs)
+		}
+	}
 	for key, gw := range cs.Gateways {
 		if gw.Spec.TLS != nil && gw.Spec.TLS.Backend != nil {
 			if ref := gw.Spec.TLS.Backend.ClientCertificateRef; ref != nil {

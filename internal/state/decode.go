@@ -62,6 +62,8 @@ func (cs *ClusterState) add(doc []byte) error {
 		return decodeInto(doc, cs.TLSRoutes)
 	case "TCPRoute":
 		return decodeInto(doc, cs.TCPRoutes)
+	case "UDPRoute":
+		return decodeInto(doc, cs.UDPRoutes)
 	case "ListenerSet":
 		return decodeInto(doc, cs.ListenerSets)
 	case "ReferenceGrant":

@@ -19,6 +19,7 @@ type ClusterState struct {
 	GRPCRoutes      map[types.NamespacedName]*gwapiv1.GRPCRoute
 	TLSRoutes       map[types.NamespacedName]*gwapiv1.TLSRoute
 	TCPRoutes       map[types.NamespacedName]*gwapiv1.TCPRoute
+	UDPRoutes       map[types.NamespacedName]*gwapiv1.UDPRoute
 	ReferenceGrants map[types.NamespacedName]*gwapiv1.ReferenceGrant
 	// BackendTLSPolicies make the Services they target reached over TLS.
 	BackendTLSPolicies map[types.NamespacedName]*gwapiv1.BackendTLSPolicy
@@ -50,6 +51,7 @@ func New() *ClusterState {
 		GRPCRoutes:         map[types.NamespacedName]*gwapiv1.GRPCRoute{},
 		TLSRoutes:          map[types.NamespacedName]*gwapiv1.TLSRoute{},
 		TCPRoutes:          map[types.NamespacedName]*gwapiv1.TCPRoute{},
+		UDPRoutes:          map[types.NamespacedName]*gwapiv1.UDPRoute{},
 		ReferenceGrants:    map[types.NamespacedName]*gwapiv1.ReferenceGrant{},
 		BackendTLSPolicies: map[types.NamespacedName]*gwapiv1.BackendTLSPolicy{},
 		ConfigMaps:         map[types.NamespacedName]*corev1.ConfigMap{},

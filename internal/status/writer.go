@@ -82,7 +82,7 @@ type lastWrite struct {
 	want any
 }
 
-// Write writes the status of every GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, BackendTLSPolicy and
+// Write writes the status of every GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute, BackendTLSPolicy and
 // ListenerSet of g whose stored status differs from the computed one, and removes our parent
 // entries from the routes of cs that no longer reference our Gateways (and our ancestor entries
 // from policies whose targets our Gateways no longer use). The status of a GatewayClass, Gateway
@@ -143,6 +143,13 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 	for _, route := range cs.TCPRoutes {
 		count(w.writeTCPRoute(ctx, route, g.ControllerName, oursTCP[state.Key(route)], now))
 	}
+	oursUDP := map[types.NamespacedName][]gwapiv1.RouteParentStatus{}
+	for _, want := range st.UDPRoutes {
+		oursUDP[types.NamespacedName{Namespace: want.Namespace, Name: want.Name}] = want.Parents
+	}
+	for _, route := range cs.UDPRoutes {
+		count(w.writeUDPRoute(ctx, route, g.ControllerName, oursUDP[state.Key(route)], now))
+	}
 	for _, want := range st.BackendTLSPolicies {
 		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
 		count(w.writeBackendTLSPolicy(ctx, cs.BackendTLSPolicies[key], g.ControllerName, want.Ancestors, now))
@@ -198,6 +205,12 @@ func (w *Writer) writeTLSRoute(ctx context.Context, src *gwapiv1.TLSRoute, contr
 
 func (w *Writer) writeTCPRoute(ctx context.Context, src *gwapiv1.TCPRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
 	return patch(ctx, w, "TCPRoute", src, want, func(obj *gwapiv1.TCPRoute) {
+		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
+	})
+}
+
+func (w *Writer) writeUDPRoute(ctx context.Context, src *gwapiv1.UDPRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
+	return patch(ctx, w, "UDPRoute", src, want, func(obj *gwapiv1.UDPRoute) {
 		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
 	})
 }

@@ -33,11 +33,11 @@ var implementation = struct{ organization, project, url, version, contact string
 	contact:      "https://coxswain.dev/coxswain",
 }
 
-// TestConformance runs the suite with the GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS and GATEWAY-TCP
-// profiles on a GatewayClass of the mode -coxswain.mode names, with the features that class's
-// status lists, and writes the suite's report to -report-output. It fails when any test it ran
-// fails: every test it runs is claimed. Run it inside the cluster's namespaces: the suite dials the
-// Gateways' addresses.
+// TestConformance runs the suite with the GATEWAY-HTTP, GATEWAY-GRPC, GATEWAY-TLS, GATEWAY-TCP
+// and GATEWAY-UDP profiles on a GatewayClass of the mode -coxswain.mode names, with the features
+// that class's status lists, and writes the suite's report to -report-output. It fails when any
+// test it ran fails: every test it runs is claimed. Run it inside the cluster's namespaces: the
+// suite dials the Gateways' addresses.
 func TestConformance(t *testing.T) {
 	if *modeFlag == "" {
 		t.Skip("set -coxswain.mode=dedicated or shared (make conformance does) to run the suite against a cluster")
@@ -102,6 +102,7 @@ func TestConformance(t *testing.T) {
 	opts.ConformanceProfiles = []suite.ConformanceProfileName{
 		suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName,
 		suite.GatewayTLSConformanceProfileName, suite.GatewayTCPConformanceProfileName,
+		suite.GatewayUDPConformanceProfileName,
 	}
 
 	// Cleanups run last first: this one runs after the suite's own, which writes the report.

@@ -47,6 +47,11 @@ const (
 	// hostname of the virtual host without one) takes every connection, with weighted backends
 	// and nothing else. A proxy that predates it refuses the snapshot.
 	Protocol_PROTOCOL_TCP Protocol = 4
+	// PROTOCOL_UDP forwards datagrams to the route a TCP listener's connections would take: each
+	// client address gets a flow to one endpoint of the backend its first datagram was routed to,
+	// which carries the answers back and ends when idle. A proxy that predates it refuses the
+	// snapshot.
+	Protocol_PROTOCOL_UDP Protocol = 5
 )
 
 // Enum value maps for Protocol.
@@ -57,6 +62,7 @@ var (
 		2: "PROTOCOL_HTTPS",
 		3: "PROTOCOL_TLS_PASSTHROUGH",
 		4: "PROTOCOL_TCP",
+		5: "PROTOCOL_UDP",
 	}
 	Protocol_value = map[string]int32{
 		"PROTOCOL_UNSPECIFIED":     0,
@@ -64,6 +70,7 @@ var (
 		"PROTOCOL_HTTPS":           2,
 		"PROTOCOL_TLS_PASSTHROUGH": 3,
 		"PROTOCOL_TCP":             4,
+		"PROTOCOL_UDP":             5,
 	}
 )
 
@@ -2059,13 +2066,14 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\vCertificate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x15certificate_chain_pem\x18\x02 \x01(\fR\x13certificateChainPem\x12&\n" +
-	"\x0fprivate_key_pem\x18\x03 \x01(\fR\rprivateKeyPem*{\n" +
+	"\x0fprivate_key_pem\x18\x03 \x01(\fR\rprivateKeyPem*\x8d\x01\n" +
 	"\bProtocol\x12\x18\n" +
 	"\x14PROTOCOL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPROTOCOL_HTTP\x10\x01\x12\x12\n" +
 	"\x0ePROTOCOL_HTTPS\x10\x02\x12\x1c\n" +
 	"\x18PROTOCOL_TLS_PASSTHROUGH\x10\x03\x12\x10\n" +
-	"\fPROTOCOL_TCP\x10\x04*|\n" +
+	"\fPROTOCOL_TCP\x10\x04\x12\x10\n" +
+	"\fPROTOCOL_UDP\x10\x05*|\n" +
 	"\tMatchType\x12\x1a\n" +
 	"\x16MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10MATCH_TYPE_EXACT\x10\x01\x12\x1a\n" +

@@ -4,6 +4,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
@@ -121,4 +123,55 @@ func (h *Handler) dialEndpoint(endpoints []router.Endpoint) net.Conn {
 		}
 	}
 	return nil
+}
+
+// Outcomes of a UDP flow, as the flow metric labels them.
+const (
+	UDPFlowOpened             = "opened"
+	UDPFlowRefused            = "flow_limit"
+	UDPFlowNoRoute            = PassthroughNoRoute
+	UDPFlowNoBackend          = PassthroughNoBackend
+	UDPFlowBackendUnavailable = PassthroughBackendUnavailable
+)
+
+// DialUDP opens the backend socket of a new flow of a UDP port: the port's route (as on a TCP
+// port) picks a weighted backend and the socket is connected to a random endpoint of it. It
+// returns the route's name when a route took the flow, the socket (nil when it opened none) and
+// the outcome.
+func (h *Handler) DialUDP(port uint32) (string, *net.UDPConn, string) {
+	s := h.state.Load()
+	if s == nil {
+		return "", nil, UDPFlowNoRoute
+	}
+	p, ok := s.Table.Port(port)
+	if !ok || p.Protocol != router.UDP {
+		return "", nil, UDPFlowNoRoute
+	}
+	r := p.PassthroughRoute("")
+	if r == nil {
+		return "", nil, UDPFlowNoRoute
+	}
+	b := r.Pick(h.opts.Rand())
+	if b == nil || b.Cluster == nil {
+		return r.Name, nil, UDPFlowNoBackend
+	}
+	cl := s.Table.Cluster(b.Cluster)
+	if cl == nil || len(cl.Endpoints) == 0 {
+		return r.Name, nil, UDPFlowBackendUnavailable
+	}
+	ep := cl.Endpoints[h.opts.Rand()%uint64(len(cl.Endpoints))]
+	c, err := (&net.Dialer{}).DialContext(h.stopCtx, "udp", ep.Address)
+	if err != nil {
+		return r.Name, nil, UDPFlowBackendUnavailable
+	}
+	return r.Name, c.(*net.UDPConn), UDPFlowOpened
+}
+
+// UDPFlow counts a flow of a UDP port by outcome; route is empty when no route took it.
+func (h *Handler) UDPFlow(route, outcome string) { h.opts.Metrics.UDPFlow(route, outcome) }
+
+// PassthroughBytes returns the counters of the bytes a route forwards each way on TLS
+// passthrough, TCP and UDP ports: upstream (client to backend) and downstream.
+func (h *Handler) PassthroughBytes(route string) (upstream, downstream prometheus.Counter) {
+	return h.opts.Metrics.PassthroughBytes(route)
 }

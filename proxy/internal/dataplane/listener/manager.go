@@ -66,6 +66,12 @@ type Options struct {
 	// ClientHello is complete (HeaderReadTimeout bounds the time); DefaultMaxClientHelloBytes
 	// when zero.
 	MaxClientHelloBytes int
+	// UDPIdleTimeout ends a UDP flow that carried nothing either way this long;
+	// DefaultUDPIdleTimeout when zero.
+	UDPIdleTimeout time.Duration
+	// MaxUDPFlows bounds the UDP flows of the proxy, all ports together; a datagram that would
+	// open one more is dropped. DefaultMaxUDPFlows when zero.
+	MaxUDPFlows int
 }
 
 // Defaults of the connection limits, which the proxy's flags show.
@@ -109,6 +115,10 @@ func (o *Options) defaults() {
 	if o.HTTP2ConnectionWindow == 0 {
 		o.HTTP2ConnectionWindow = DefaultHTTP2ConnectionWindow
 	}
+	o.UDPIdleTimeout = orDefault(o.UDPIdleTimeout, DefaultUDPIdleTimeout)
+	if o.MaxUDPFlows == 0 {
+		o.MaxUDPFlows = DefaultMaxUDPFlows
+	}
 	if o.MaxClientHelloBytes == 0 {
 		o.MaxClientHelloBytes = DefaultMaxClientHelloBytes
 	}
@@ -144,6 +154,8 @@ type Manager struct {
 	// address.
 	open    atomic.Int64
 	clients *clientConns
+	// udpFlows counts the UDP flows of every port.
+	udpFlows atomic.Int64
 }
 
 // NewManager returns a manager whose servers serve through handler.
@@ -281,6 +293,10 @@ func (m *Manager) StopAccepting() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, s := range m.servers {
+		if s.udp != nil {
+			_ = s.udp.conn.Close()
+			continue
+		}
 		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			m.log.Error(err, "Could not close listener", "port", s.port)
 		}

@@ -24,12 +24,22 @@ type server struct {
 	http     *http.Server
 	native   *native
 	pass     *passthrough
+	udp      *udpServer
 	ln       *limitListener
 	served   chan error
 }
 
 func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, error) {
 	addr := m.opts.Address(port)
+	if protocol == router.UDP {
+		u, err := m.newUDP(port, addr)
+		if err != nil {
+			return nil, fmt.Errorf("bind UDP port %d on %s: %w", port, addr, err)
+		}
+		s := &server{port: port, protocol: protocol, addr: u.conn.LocalAddr(), udp: u, served: make(chan error, 1)}
+		go func() { s.served <- u.serve() }()
+		return s, nil
+	}
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("bind port %d on %s: %w", port, addr, err)
@@ -101,7 +111,7 @@ func (m *Manager) httpServer(l *forward.Listener, protocol router.Protocol) *htt
 // shutdown stops accepting, tells HTTP/2 clients to go away, closes idle keep-alive
 // connections and waits for requests in flight until ctx ends, when it closes the rest.
 func (s *server) shutdown(ctx context.Context) error {
-	if s.native != nil || s.pass != nil {
+	if s.native != nil || s.pass != nil || s.udp != nil {
 		return s.shutdownNative(ctx)
 	}
 	var errs []error
@@ -126,9 +136,12 @@ func (s *server) shutdown(ctx context.Context) error {
 // shutdownNative is shutdown for the native engine and for TLS passthrough.
 func (s *server) shutdownNative(ctx context.Context) error {
 	var errs []error
-	if s.pass != nil {
+	switch {
+	case s.udp != nil:
+		errs = append(errs, s.udp.shutdown(ctx))
+	case s.pass != nil:
 		errs = append(errs, s.pass.shutdown(ctx))
-	} else {
+	default:
 		errs = append(errs, s.native.shutdown(ctx))
 	}
 	select {

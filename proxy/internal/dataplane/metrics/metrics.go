@@ -25,6 +25,7 @@ type Metrics struct {
 	overload           *prometheus.CounterVec
 	passthrough        *prometheus.CounterVec
 	passthroughBytes   *prometheus.CounterVec
+	udpFlows           *prometheus.CounterVec
 	unmatched          *RouteCounters
 }
 
@@ -84,13 +85,17 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 	}, []string{"route", "outcome"})
 	m.passthroughBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coxswain_proxy_passthrough_bytes_total",
-		Help: "Bytes TLS passthrough listeners forwarded, by route and direction (upstream: client to backend, ClientHello included; downstream: backend to client).",
+		Help: "Bytes TLS passthrough, TCP and UDP listeners forwarded, by route and direction (upstream: client to backend, a ClientHello included; downstream: backend to client).",
 	}, []string{"route", "direction"})
+	m.udpFlows = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coxswain_proxy_udp_flows_total",
+		Help: "Flows of UDP listeners (one per client address and port), by route (empty when none took it) and outcome: opened, or why the datagram that would have opened it was dropped (flow_limit, no_route, no_backend, backend_unavailable).",
+	}, []string{"route", "outcome"})
 	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "coxswain_proxy_active_connections",
 		Help: "Open downstream connections.",
 	}, connections)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.clientConnsRefused, m.retries, m.bufferRefused, m.connsClosed, m.overload, m.passthrough, m.passthroughBytes, active} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.clientConnsRefused, m.retries, m.bufferRefused, m.connsClosed, m.overload, m.passthrough, m.passthroughBytes, m.udpFlows, active} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register data plane metrics: %w", err)
 		}
@@ -134,6 +139,13 @@ func (m *Metrics) OverloadRefused(kind string) {
 func (m *Metrics) Passthrough(route, outcome string) {
 	if m != nil {
 		m.passthrough.WithLabelValues(route, outcome).Inc()
+	}
+}
+
+// UDPFlow counts a flow of a UDP listener: route is empty when no route took it.
+func (m *Metrics) UDPFlow(route, outcome string) {
+	if m != nil {
+		m.udpFlows.WithLabelValues(route, outcome).Inc()
 	}
 }
 

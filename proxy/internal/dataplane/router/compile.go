@@ -125,6 +125,8 @@ func protocol(p discoveryv1.Protocol) (Protocol, error) {
 		return TLSPassthrough, nil
 	case discoveryv1.Protocol_PROTOCOL_TCP:
 		return TCP, nil
+	case discoveryv1.Protocol_PROTOCOL_UDP:
+		return UDP, nil
 	}
 	return 0, ErrInvalid
 }

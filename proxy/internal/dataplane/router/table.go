@@ -20,6 +20,8 @@ const (
 	// TCP forwards connections as they come to the route a nameless ClientHello would take on
 	// a TLSPassthrough port.
 	TCP
+	// UDP forwards datagrams, a flow per client address, to that route too.
+	UDP
 )
 
 func (p Protocol) String() string {
@@ -30,6 +32,8 @@ func (p Protocol) String() string {
 		return "TLSPassthrough"
 	case TCP:
 		return "TCP"
+	case UDP:
+		return "UDP"
 	}
 	return "HTTP"
 }
