@@ -120,12 +120,22 @@ func usableAddress(s string) bool {
 	return !a.IsLoopback() && !a.IsLinkLocalUnicast() && !a.IsLinkLocalMulticast() && !a.IsUnspecified() && !a.IsMulticast()
 }
 
+// slicePort returns the port of a slice's endpoints for Service port sp: the slice port of the
+// same name and protocol (TCP when unset, on either side).
 func slicePort(slice *discoveryv1.EndpointSlice, sp *corev1.ServicePort) (int32, bool) {
+	want := sp.Protocol
+	if want == "" {
+		want = corev1.ProtocolTCP
+	}
 	for _, p := range slice.Ports {
 		if deref(p.Name) != sp.Name || p.Port == nil {
 			continue
 		}
-		if p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP {
+		got := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			got = *p.Protocol
+		}
+		if got != want {
 			continue
 		}
 		return *p.Port, true
