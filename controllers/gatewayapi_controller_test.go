@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -443,8 +444,18 @@ func TestRouteStatusChangedByAnotherWriterIsRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the route's status is changed", h.routeCondition(ns, "echo", "web", string(gwapiv1.RouteConditionAccepted), metav1.ConditionFalse, "Tampered"))
-	touch(t, h.c, &corev1.Service{}, ns, "echo", "touched", "1")
-	h.rebuiltWith("the relabelled Service", serviceLabelled(ns, "echo", "touched", "1"))
+	h.rebuildSeeing("the tampered route", func(in rebuild.Input) bool {
+		r := in.State.HTTPRoutes[types.NamespacedName{Namespace: ns, Name: "echo"}]
+		if r == nil {
+			return false
+		}
+		for _, p := range r.Status.Parents {
+			if c := meta.FindStatusCondition(p.Conditions, string(gwapiv1.RouteConditionAccepted)); c != nil && c.Reason == "Tampered" {
+				return true
+			}
+		}
+		return false
+	}, ns)
 	eventually(t, "the route is accepted again", h.routeCondition(ns, "echo", "web", string(gwapiv1.RouteConditionAccepted), metav1.ConditionTrue, ""))
 }
 

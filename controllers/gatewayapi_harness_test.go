@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,6 +154,31 @@ func (h *gatewayAPI) rebuiltWith(what string, saw func(rebuild.Input) bool) rebu
 		h.t.Fatalf("the rebuild that saw %s failed: %v", what, found.err)
 	}
 	return found
+}
+
+// rebuilt reports whether a rebuild so far had an input that satisfies saw.
+func (h *gatewayAPI) rebuilt(saw func(rebuild.Input) bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.ContainsFunc(h.records, func(r rebuildRecord) bool { return saw(r.in) })
+}
+
+// rebuildSeeing changes a label of the Service "echo" of ns until a rebuild that saw the change
+// also saw what saw looks for, which a watch whose predicate ignores it (a status change) does
+// not start a rebuild for: the rebuild the Service change starts may read its cache before the
+// informer of another kind caught up, as the informers of two kinds are not ordered.
+func (h *gatewayAPI) rebuildSeeing(what string, saw func(rebuild.Input) bool, ns string) {
+	h.t.Helper()
+	for i := 1; i <= 10; i++ {
+		label := strconv.Itoa(i)
+		touch(h.t, h.c, &corev1.Service{}, ns, "echo", "touched", label)
+		labelled := serviceLabelled(ns, "echo", "touched", label)
+		h.rebuiltWith("the relabelled Service", labelled)
+		if h.rebuilt(func(in rebuild.Input) bool { return labelled(in) && saw(in) }) {
+			return
+		}
+	}
+	h.t.Fatalf("none of ten rebuilds saw %s", what)
 }
 
 // keys returns the resource keys of a scope's snapshot and its version.

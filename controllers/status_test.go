@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +21,7 @@ import (
 
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/rebuild"
 	"coxswain.dev/coxswain/internal/status"
 )
 
@@ -467,8 +469,14 @@ func TestGatewayConditionChangedByAnotherWriterIsRestored(t *testing.T) {
 		c := meta.FindStatusCondition(gw.Status.Conditions, accepted)
 		c.Status, c.Reason = metav1.ConditionFalse, "Tampered"
 	})
-	touch(t, h.c, &corev1.Service{}, ns, "echo", "touched", "1")
-	h.rebuiltWith("the relabelled Service", serviceLabelled(ns, "echo", "touched", "1"))
+	h.rebuildSeeing("the tampered condition", func(in rebuild.Input) bool {
+		g := in.State.Gateways[types.NamespacedName{Namespace: ns, Name: "web"}]
+		if g == nil {
+			return false
+		}
+		c := meta.FindStatusCondition(g.Status.Conditions, accepted)
+		return c != nil && c.Reason == "Tampered"
+	}, ns)
 	eventually(t, "the Gateway is accepted again", func() error {
 		h.get(gw, ns, "web")
 		return wantCondition(gw.Status.Conditions, accepted, metav1.ConditionTrue, string(gwapiv1.GatewayReasonAccepted))
