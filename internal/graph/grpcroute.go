@@ -141,22 +141,7 @@ func grpcRegexPath(service, method string) *gwapiv1.HTTPPathMatch {
 }
 
 func (b *builder) buildGRPCRoutes() []*HTTPRoute {
-	var out []*HTTPRoute
-	for _, key := range sortedKeys(b.cs.GRPCRoutes) {
-		grpc := b.cs.GRPCRoutes[key]
-		src := grpcAsHTTPRoute(grpc)
-		parents := b.ourParents(src)
-		if len(parents) == 0 {
-			continue
-		}
-		r := &HTTPRoute{Source: src, GRPC: grpc, Parents: parents, resolvedRefs: conditions.NewRouteResolvedRefs()}
-		r.invalid = validateGRPCRoute(grpc)
-		// A GRPCRoute's rules are resolved on every Build: the rule memo holds HTTPRoutes.
-		b.buildRules(r)
-		for _, p := range parents {
-			b.attach(r, p)
-		}
-		out = append(out, r)
-	}
-	return out
+	return buildRoutesOf(b, b.cs.GRPCRoutes, func(src *gwapiv1.GRPCRoute) *HTTPRoute {
+		return &HTTPRoute{Source: grpcAsHTTPRoute(src), GRPC: src, invalid: validateGRPCRoute(src)}
+	})
 }

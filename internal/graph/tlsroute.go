@@ -17,38 +17,17 @@ import (
 // tlsAsHTTPRoute returns the HTTPRoute that routes the connections src routes. Its metadata is
 // src's, so conditions and precedence read it as they read src; its status is left empty.
 func tlsAsHTTPRoute(src *gwapiv1.TLSRoute) *gwapiv1.HTTPRoute {
-	out := &gwapiv1.HTTPRoute{ObjectMeta: src.ObjectMeta}
-	out.Spec.ParentRefs = src.Spec.ParentRefs
+	out := streamAsHTTPRoute(src.ObjectMeta, src.Spec.ParentRefs, src.Spec.Rules, func(r gwapiv1.TLSRouteRule) (*gwapiv1.SectionName, []gwapiv1.BackendRef) {
+		return r.Name, r.BackendRefs
+	})
 	out.Spec.Hostnames = src.Spec.Hostnames
-	out.Spec.Rules = make([]gwapiv1.HTTPRouteRule, 0, len(src.Spec.Rules))
-	for _, rule := range src.Spec.Rules {
-		hr := gwapiv1.HTTPRouteRule{Name: rule.Name}
-		for _, ref := range rule.BackendRefs {
-			hr.BackendRefs = append(hr.BackendRefs, gwapiv1.HTTPBackendRef{BackendRef: ref})
-		}
-		out.Spec.Rules = append(out.Spec.Rules, hr)
-	}
 	return out
 }
 
 func (b *builder) buildTLSRoutes() []*HTTPRoute {
-	var out []*HTTPRoute
-	for _, key := range sortedKeys(b.cs.TLSRoutes) {
-		tls := b.cs.TLSRoutes[key]
-		src := tlsAsHTTPRoute(tls)
-		parents := b.ourParents(src)
-		if len(parents) == 0 {
-			continue
-		}
-		r := &HTTPRoute{Source: src, TLS: tls, Parents: parents, resolvedRefs: conditions.NewRouteResolvedRefs()}
-		// A TLSRoute's rules are resolved on every Build: the rule memo holds HTTPRoutes.
-		b.buildRules(r)
-		for _, p := range parents {
-			b.attach(r, p)
-		}
-		out = append(out, r)
-	}
-	return out
+	return buildRoutesOf(b, b.cs.TLSRoutes, func(src *gwapiv1.TLSRoute) *HTTPRoute {
+		return &HTTPRoute{Source: tlsAsHTTPRoute(src), TLS: src}
+	})
 }
 
 // A TCPRoute is resolved as a TLSRoute without hostnames is: on a TCP listener the proxy hands
@@ -88,20 +67,21 @@ func streamAsHTTPRoute[R any](meta metav1.ObjectMeta, parents []gwapiv1.ParentRe
 }
 
 func (b *builder) buildTCPRoutes() []*HTTPRoute {
-	return buildStreamRoutes(b, b.cs.TCPRoutes, func(src *gwapiv1.TCPRoute) *HTTPRoute {
+	return buildRoutesOf(b, b.cs.TCPRoutes, func(src *gwapiv1.TCPRoute) *HTTPRoute {
 		return &HTTPRoute{Source: tcpAsHTTPRoute(src), TCP: src}
 	})
 }
 
 func (b *builder) buildUDPRoutes() []*HTTPRoute {
-	return buildStreamRoutes(b, b.cs.UDPRoutes, func(src *gwapiv1.UDPRoute) *HTTPRoute {
+	return buildRoutesOf(b, b.cs.UDPRoutes, func(src *gwapiv1.UDPRoute) *HTTPRoute {
 		return &HTTPRoute{Source: udpAsHTTPRoute(src), UDP: src}
 	})
 }
 
-// buildStreamRoutes resolves routes of a kind without hostnames or matches (TCPRoute, UDPRoute),
-// each made into an HTTPRoute by resolve.
-func buildStreamRoutes[R any](b *builder, routes map[types.NamespacedName]*R, resolve func(*R) *HTTPRoute) []*HTTPRoute {
+// buildRoutesOf resolves the routes of one kind other than HTTPRoute, each made into the
+// HTTPRoute that routes the same traffic by resolve (which may also find it invalid). Their
+// rules are resolved on every Build: the rule memo holds HTTPRoutes.
+func buildRoutesOf[R any](b *builder, routes map[types.NamespacedName]*R, resolve func(*R) *HTTPRoute) []*HTTPRoute {
 	var out []*HTTPRoute
 	for _, key := range sortedKeys(routes) {
 		r := resolve(routes[key])

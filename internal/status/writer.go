@@ -115,41 +115,12 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
 		count(w.writeGateway(ctx, cs, cs.Gateways[key], want.Status, services[key], now))
 	}
-	ours := map[types.NamespacedName][]gwapiv1.RouteParentStatus{}
-	for _, want := range st.HTTPRoutes {
-		ours[types.NamespacedName{Namespace: want.Namespace, Name: want.Name}] = want.Parents
-	}
-	for _, route := range cs.HTTPRoutes {
-		count(w.writeHTTPRoute(ctx, route, g.ControllerName, ours[state.Key(route)], now))
-	}
-	oursGRPC := map[types.NamespacedName][]gwapiv1.RouteParentStatus{}
-	for _, want := range st.GRPCRoutes {
-		oursGRPC[types.NamespacedName{Namespace: want.Namespace, Name: want.Name}] = want.Parents
-	}
-	for _, route := range cs.GRPCRoutes {
-		count(w.writeGRPCRoute(ctx, route, g.ControllerName, oursGRPC[state.Key(route)], now))
-	}
-	oursTLS := map[types.NamespacedName][]gwapiv1.RouteParentStatus{}
-	for _, want := range st.TLSRoutes {
-		oursTLS[types.NamespacedName{Namespace: want.Namespace, Name: want.Name}] = want.Parents
-	}
-	for _, route := range cs.TLSRoutes {
-		count(w.writeTLSRoute(ctx, route, g.ControllerName, oursTLS[state.Key(route)], now))
-	}
-	oursTCP := map[types.NamespacedName][]gwapiv1.RouteParentStatus{}
-	for _, want := range st.TCPRoutes {
-		oursTCP[types.NamespacedName{Namespace: want.Namespace, Name: want.Name}] = want.Parents
-	}
-	for _, route := range cs.TCPRoutes {
-		count(w.writeTCPRoute(ctx, route, g.ControllerName, oursTCP[state.Key(route)], now))
-	}
-	oursUDP := map[types.NamespacedName][]gwapiv1.RouteParentStatus{}
-	for _, want := range st.UDPRoutes {
-		oursUDP[types.NamespacedName{Namespace: want.Namespace, Name: want.Name}] = want.Parents
-	}
-	for _, route := range cs.UDPRoutes {
-		count(w.writeUDPRoute(ctx, route, g.ControllerName, oursUDP[state.Key(route)], now))
-	}
+	c := g.ControllerName
+	writeRoutes(ctx, w, "HTTPRoute", cs.HTTPRoutes, st.HTTPRoutes, c, now, count, func(r *gwapiv1.HTTPRoute) *[]gwapiv1.RouteParentStatus { return &r.Status.Parents })
+	writeRoutes(ctx, w, "GRPCRoute", cs.GRPCRoutes, st.GRPCRoutes, c, now, count, func(r *gwapiv1.GRPCRoute) *[]gwapiv1.RouteParentStatus { return &r.Status.Parents })
+	writeRoutes(ctx, w, "TLSRoute", cs.TLSRoutes, st.TLSRoutes, c, now, count, func(r *gwapiv1.TLSRoute) *[]gwapiv1.RouteParentStatus { return &r.Status.Parents })
+	writeRoutes(ctx, w, "TCPRoute", cs.TCPRoutes, st.TCPRoutes, c, now, count, func(r *gwapiv1.TCPRoute) *[]gwapiv1.RouteParentStatus { return &r.Status.Parents })
+	writeRoutes(ctx, w, "UDPRoute", cs.UDPRoutes, st.UDPRoutes, c, now, count, func(r *gwapiv1.UDPRoute) *[]gwapiv1.RouteParentStatus { return &r.Status.Parents })
 	for _, want := range st.BackendTLSPolicies {
 		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
 		count(w.writeBackendTLSPolicy(ctx, cs.BackendTLSPolicies[key], g.ControllerName, want.Ancestors, now))
@@ -185,34 +156,24 @@ func (w *Writer) writeBackendTLSPolicy(ctx context.Context, src *gwapiv1.Backend
 	})
 }
 
-func (w *Writer) writeHTTPRoute(ctx context.Context, src *gwapiv1.HTTPRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
-	return patch(ctx, w, "HTTPRoute", src, want, func(obj *gwapiv1.HTTPRoute) {
-		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
-	})
-}
-
-func (w *Writer) writeGRPCRoute(ctx context.Context, src *gwapiv1.GRPCRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
-	return patch(ctx, w, "GRPCRoute", src, want, func(obj *gwapiv1.GRPCRoute) {
-		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
-	})
-}
-
-func (w *Writer) writeTLSRoute(ctx context.Context, src *gwapiv1.TLSRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
-	return patch(ctx, w, "TLSRoute", src, want, func(obj *gwapiv1.TLSRoute) {
-		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
-	})
-}
-
-func (w *Writer) writeTCPRoute(ctx context.Context, src *gwapiv1.TCPRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
-	return patch(ctx, w, "TCPRoute", src, want, func(obj *gwapiv1.TCPRoute) {
-		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
-	})
-}
-
-func (w *Writer) writeUDPRoute(ctx context.Context, src *gwapiv1.UDPRoute, controller gwapiv1.GatewayController, want []gwapiv1.RouteParentStatus, now metav1.Time) (bool, error) {
-	return patch(ctx, w, "UDPRoute", src, want, func(obj *gwapiv1.UDPRoute) {
-		obj.Status.Parents = RouteParents(obj.Status.Parents, controller, want, now)
-	})
+// writeRoutes writes the parent statuses we own of every route of one kind in routes: want
+// holds the graph's, and a route it does not hold loses our entries. parents returns the
+// route's status parents, an atomic list patched whole with other controllers' entries kept.
+func writeRoutes[T any, P object[T]](ctx context.Context, w *Writer, kind string, routes map[types.NamespacedName]P,
+	want []graph.HTTPRouteStatus, controller gwapiv1.GatewayController, now metav1.Time,
+	count func(bool, error), parents func(P) *[]gwapiv1.RouteParentStatus,
+) {
+	ours := make(map[types.NamespacedName][]gwapiv1.RouteParentStatus, len(want))
+	for _, st := range want {
+		ours[types.NamespacedName{Namespace: st.Namespace, Name: st.Name}] = st.Parents
+	}
+	for _, route := range routes {
+		want := ours[state.Key(route)]
+		count(patch(ctx, w, kind, route, want, func(obj P) {
+			p := parents(obj)
+			*p = RouteParents(*p, controller, want, now)
+		}))
+	}
 }
 
 func (w *Writer) writeListenerSet(ctx context.Context, src *gwapiv1.ListenerSet, want gwapiv1.ListenerSetStatus, now metav1.Time) (bool, error) {

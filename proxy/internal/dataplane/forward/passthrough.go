@@ -86,9 +86,10 @@ func (h *Handler) passthrough(down net.Conn, port uint32, serverName string, hel
 		return r.Name, PassthroughDraining
 	}
 	t := h.tunnels.add(port, r.Name, down, up)
-	if cur := h.state.Load(); !hasRoute(cur.Table, port, r.Name) {
+	if cur := h.state.Load(); cur != s && !hasRoute(cur.Table, port, r.Name) {
 		// A Swap that dropped the route between the lookup and add closed the tunnels it
-		// knew, not this one: the state it published is current now, so check it here.
+		// knew, not this one: the state it published is current now, so check it here (only
+		// when there was a Swap: the route was found in s).
 		t.close()
 	}
 	upstream, downstream := h.opts.Metrics.PassthroughBytes(r.Name)

@@ -173,15 +173,14 @@ func (ts *tunnels) closeAll() {
 
 // hasRoute says whether table has the route named route on port.
 func hasRoute(table *router.Table, port uint32, route string) bool {
-	for _, p := range table.Ports() {
-		if p.Number != port {
-			continue
-		}
-		for _, vh := range p.VirtualHosts() {
-			for _, r := range vh.Routes() {
-				if r.Name == route {
-					return true
-				}
+	p, ok := table.Port(port)
+	if !ok {
+		return false
+	}
+	for _, vh := range p.VirtualHosts() {
+		for _, r := range vh.Routes() {
+			if r.Name == route {
+				return true
 			}
 		}
 	}
