@@ -41,6 +41,8 @@ func protocol(p string) discoveryv1.Protocol {
 		return discoveryv1.Protocol_PROTOCOL_HTTPS
 	case snapshot.ProtocolTLSPassthrough:
 		return discoveryv1.Protocol_PROTOCOL_TLS_PASSTHROUGH
+	case snapshot.ProtocolTLS:
+		return discoveryv1.Protocol_PROTOCOL_TLS
 	case "TCP":
 		return discoveryv1.Protocol_PROTOCOL_TCP
 	case "UDP":

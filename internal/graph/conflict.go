@@ -30,16 +30,13 @@ func markConflicts(ls []*Listener) {
 	}
 }
 
-// protocolsOf returns the protocols of ls, a TLS listener's with its mode: TLS listeners in
-// Passthrough and in Terminate mode on one port conflict (mixed termination is not served).
+// protocolsOf returns the protocols of ls. TLS listeners in Passthrough and in Terminate mode
+// may share a port (mixed termination): the server name of a connection's ClientHello picks
+// its listener before anything is decrypted, so their hostnames are what must differ.
 func protocolsOf(ls []*Listener) []string {
 	var out []string
 	for _, l := range ls {
-		p := string(l.Protocol)
-		if l.Protocol == gwapiv1.TLSProtocolType {
-			p += "/" + string(tlsMode(l.source))
-		}
-		out = append(out, p)
+		out = append(out, string(l.Protocol))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

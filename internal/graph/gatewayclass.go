@@ -79,6 +79,8 @@ var supportedFeatures = []features.FeatureName{
 	features.SupportReferenceGrant,
 	features.SupportTCPRoute,
 	features.SupportTLSRoute,
+	features.SupportTLSRouteModeMixed,
+	features.SupportTLSRouteModeTerminate,
 	features.SupportUDPRoute,
 }
 

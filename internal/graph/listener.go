@@ -31,7 +31,8 @@ type Listener struct {
 	Protocol gwapiv1.ProtocolType
 	// Hostname is the listener hostname, empty for any host.
 	Hostname string
-	// Certificates are the TLS Secrets of an HTTPS listener, in certificateRefs order.
+	// Certificates are the TLS Secrets of an HTTPS listener or a TLS listener in Terminate
+	// mode, in certificateRefs order.
 	Certificates []*corev1.Secret
 	// ClientValidation is how an HTTPS listener validates client certificates (its Gateway's
 	// spec.tls.frontend for its port); nil when it asks for none.
@@ -89,11 +90,8 @@ func (b *builder) newListener(gw *Gateway, set *ListenerSet, src gwapiv1.Listene
 	switch src.Protocol {
 	case gwapiv1.HTTPProtocolType, gwapiv1.HTTPSProtocolType:
 	case gwapiv1.TLSProtocolType:
-		if mode := tlsMode(src); mode != gwapiv1.TLSModePassthrough {
-			l.reject(conditions.NewListenerUnsupportedValue(fmt.Sprintf(
-				"TLS mode %s is not supported on a TLS listener; use Passthrough (or an HTTPS listener to terminate TLS)", mode)))
-			return l
-		}
+		// Passthrough forwards the connection as the client sent it; Terminate decrypts it with
+		// the listener's certificates and forwards the stream. Both route by server name.
 	case gwapiv1.TCPProtocolType, gwapiv1.UDPProtocolType:
 		// A TCP connection or UDP datagram names no host: the spec has the hostname of such a
 		// listener ignored.
@@ -104,17 +102,24 @@ func (b *builder) newListener(gw *Gateway, set *ListenerSet, src gwapiv1.Listene
 	}
 	l.resolveKinds()
 	b.resolveNamespaces(l)
-	if src.Protocol == gwapiv1.HTTPSProtocolType {
+	if src.Protocol == gwapiv1.HTTPSProtocolType || l.Terminates() {
 		from := gatewayReference(gw)
 		if set != nil {
 			from = reference{group: gwapiv1.GroupName, kind: kindListenerSet, namespace: set.Source.Namespace}
 		}
 		b.resolveTLS(l, from)
-		if l.accepted {
+		// spec.tls.frontend validates the clients of HTTPS listeners only.
+		if l.accepted && src.Protocol == gwapiv1.HTTPSProtocolType {
 			b.resolveFrontendValidation(gw, l)
 		}
 	}
 	return l
+}
+
+// Terminates reports whether the listener is a TLS listener in Terminate mode: it decrypts
+// connections with its certificates and forwards the stream to its TLSRoutes' backends.
+func (l *Listener) Terminates() bool {
+	return l.Protocol == gwapiv1.TLSProtocolType && tlsMode(l.source) == gwapiv1.TLSModeTerminate
 }
 
 // reject marks the listener not accepted, hence not programmed.

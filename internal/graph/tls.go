@@ -12,18 +12,18 @@ import (
 	"coxswain.dev/coxswain/internal/graph/conditions"
 )
 
-// resolveTLS checks an HTTPS listener's TLS settings and resolves its certificateRefs on
-// behalf of from, the object that holds the listener (its Gateway or ListenerSet): refs default
+// resolveTLS checks the TLS settings of an HTTPS listener, or of a TLS listener in Terminate
+// mode, and resolves its certificateRefs on behalf of from, the object that holds the listener (its Gateway or ListenerSet): refs default
 // to its namespace and cross-namespace refs need a ReferenceGrant from its kind. Any unusable
 // reference leaves the listener accepted but not programmed.
 func (b *builder) resolveTLS(l *Listener, from reference) {
 	cfg := l.source.TLS
 	if cfg == nil || (cfg.Mode != nil && *cfg.Mode != gwapiv1.TLSModeTerminate) {
-		l.reject(conditions.NewListenerUnsupportedValue("HTTPS listeners need tls.mode Terminate"))
+		l.reject(conditions.NewListenerUnsupportedValue(fmt.Sprintf("%s listeners need tls with mode Terminate", l.Protocol)))
 		return
 	}
 	if len(cfg.CertificateRefs) == 0 {
-		l.unresolved(conditions.NewListenerInvalidCertificateRef("HTTPS listeners need at least one certificateRef"))
+		l.unresolved(conditions.NewListenerInvalidCertificateRef(fmt.Sprintf("%s listeners in Terminate mode need at least one certificateRef", l.Protocol)))
 		return
 	}
 	for _, ref := range cfg.CertificateRefs {

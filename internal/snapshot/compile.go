@@ -138,7 +138,7 @@ func (sb *scopeBuilder) compileListener(gw *graph.Gateway, port, bind int32, ls 
 		Name:     fmt.Sprintf("%s/%s/%d", key.Namespace, key.Name, port),
 		Gateway:  key.String(),
 		Port:     bind,
-		Protocol: listenerProtocol(ls[0].Protocol),
+		Protocol: listenerProtocol(ls),
 		// The HTTPS listeners of a Gateway port share spec.tls.frontend's validation for it.
 		ClientValidation: ls[0].ClientValidation,
 	}
@@ -278,16 +278,26 @@ func upstreamProtocol(appProtocol string, grpc, withTLS bool) UpstreamProtocol {
 	return UpstreamHTTP1
 }
 
-// ProtocolTLSPassthrough is the protocol of a Listener of TLS listeners: the graph accepts them
-// in Passthrough mode only.
-const ProtocolTLSPassthrough = "TLSPassthrough"
+// The protocols of a Listener of TLS listeners (the graph lets one port hold TLS listeners
+// only, or none).
+const (
+	// ProtocolTLSPassthrough is a port whose TLS listeners are all in Passthrough mode: what
+	// every proxy that serves TLS listeners understands.
+	ProtocolTLSPassthrough = "TLSPassthrough"
+	// ProtocolTLS is a port with a TLS listener in Terminate mode, beside any in Passthrough
+	// mode: its virtual hosts with certificates terminate.
+	ProtocolTLS = "TLS"
+)
 
-// listenerProtocol is the protocol of a Listener of listeners of protocol p.
-func listenerProtocol(p gwapiv1.ProtocolType) string {
-	if p == gwapiv1.TLSProtocolType {
-		return ProtocolTLSPassthrough
+// listenerProtocol is the protocol of a Listener of ls, listeners on one port.
+func listenerProtocol(ls []*graph.Listener) string {
+	if ls[0].Protocol != gwapiv1.TLSProtocolType {
+		return string(ls[0].Protocol)
 	}
-	return string(p)
+	if slices.ContainsFunc(ls, (*graph.Listener).Terminates) {
+		return ProtocolTLS
+	}
+	return ProtocolTLSPassthrough
 }
 
 func listenerScheme(p gwapiv1.ProtocolType) string {

@@ -52,6 +52,14 @@ const (
 	// which carries the answers back and ends when idle. A proxy that predates it refuses the
 	// snapshot.
 	Protocol_PROTOCOL_UDP Protocol = 5
+	// PROTOCOL_TLS routes TLS connections by the server name of their ClientHello as
+	// PROTOCOL_TLS_PASSTHROUGH does, but the virtual host selected may terminate them: one with
+	// certificates completes the handshake with them (the first the client supports) and its
+	// route's backend gets the decrypted stream; one without gets the connection's bytes as the
+	// client sent them. Sent for a port with a TLS listener in Terminate mode only, so that a
+	// port of passthrough listeners stays PROTOCOL_TLS_PASSTHROUGH. A proxy that predates it
+	// refuses the snapshot.
+	Protocol_PROTOCOL_TLS Protocol = 6
 )
 
 // Enum value maps for Protocol.
@@ -63,6 +71,7 @@ var (
 		3: "PROTOCOL_TLS_PASSTHROUGH",
 		4: "PROTOCOL_TCP",
 		5: "PROTOCOL_UDP",
+		6: "PROTOCOL_TLS",
 	}
 	Protocol_value = map[string]int32{
 		"PROTOCOL_UNSPECIFIED":     0,
@@ -71,6 +80,7 @@ var (
 		"PROTOCOL_TLS_PASSTHROUGH": 3,
 		"PROTOCOL_TCP":             4,
 		"PROTOCOL_UDP":             5,
+		"PROTOCOL_TLS":             6,
 	}
 )
 
@@ -373,7 +383,8 @@ type VirtualHost struct {
 	// hostname is exact ("a.example.com"), a wildcard ("*.example.com": any host with at least one
 	// more label) or empty (any host).
 	Hostname string `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	// certificates name the Certificate resources to serve (HTTPS), in the order configured.
+	// certificates name the Certificate resources to serve (HTTPS, and TLS where the virtual host
+	// terminates), in the order configured.
 	Certificates []string `protobuf:"bytes,3,rep,name=certificates,proto3" json:"certificates,omitempty"`
 	// routes are in precedence order: the first route whose hostname and match fit the request
 	// handles it; when none fits the answer is 404.
@@ -2066,14 +2077,15 @@ const file_v1_routing_proto_rawDesc = "" +
 	"\vCertificate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x15certificate_chain_pem\x18\x02 \x01(\fR\x13certificateChainPem\x12&\n" +
-	"\x0fprivate_key_pem\x18\x03 \x01(\fR\rprivateKeyPem*\x8d\x01\n" +
+	"\x0fprivate_key_pem\x18\x03 \x01(\fR\rprivateKeyPem*\x9f\x01\n" +
 	"\bProtocol\x12\x18\n" +
 	"\x14PROTOCOL_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rPROTOCOL_HTTP\x10\x01\x12\x12\n" +
 	"\x0ePROTOCOL_HTTPS\x10\x02\x12\x1c\n" +
 	"\x18PROTOCOL_TLS_PASSTHROUGH\x10\x03\x12\x10\n" +
 	"\fPROTOCOL_TCP\x10\x04\x12\x10\n" +
-	"\fPROTOCOL_UDP\x10\x05*|\n" +
+	"\fPROTOCOL_UDP\x10\x05\x12\x10\n" +
+	"\fPROTOCOL_TLS\x10\x06*|\n" +
 	"\tMatchType\x12\x1a\n" +
 	"\x16MATCH_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10MATCH_TYPE_EXACT\x10\x01\x12\x1a\n" +

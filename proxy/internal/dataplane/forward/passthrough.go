@@ -1,6 +1,8 @@
 package forward
 
 import (
+	"context"
+	"crypto/tls"
 	"net"
 	"time"
 
@@ -20,7 +22,16 @@ const (
 	PassthroughNoBackend          = "no_backend"
 	PassthroughBackendUnavailable = "backend_unavailable"
 	PassthroughDraining           = "draining"
+	// PassthroughHandshakeFailed is a connection of a TLS listener in Terminate mode whose
+	// handshake failed (or did not end within the header read timeout).
+	PassthroughHandshakeFailed = "handshake_failed"
 )
+
+// Terminator completes the TLS handshake of a connection routed to a virtual host that
+// terminates TLS, with one of certs, and returns the decrypted connection. hello holds the bytes
+// read from down already (its ClientHello, and any bytes after it): the handshake reads them
+// first.
+type Terminator func(down net.Conn, hello []byte, certs []*router.Certificate) (net.Conn, error)
 
 // PassthroughDialTimeout bounds connecting to one endpoint of a passthrough backend.
 const PassthroughDialTimeout = 5 * time.Second
@@ -28,16 +39,18 @@ const PassthroughDialTimeout = 5 * time.Second
 // passthroughDialAttempts is how many endpoints of the chosen backend a connection tries.
 const passthroughDialAttempts = 3
 
-// Passthrough forwards a connection of a TLS passthrough port without terminating it, or of a
-// TCP port (serverName empty, hello nil): the route its ClientHello's server name selects (on a
-// TCP port, the port's route) picks a weighted backend, an endpoint of it is
-// dialed (the next one on failure, up to three), hello (every byte read from down so far) is
-// written to it, and the bytes are then copied both ways in the background, as a WebSocket
-// tunnel's are: until both sides are done, the tunnel idle timeout passes, a table without the
-// route is swapped in, or a drain runs out of time. When it cannot forward, it closes down.
-// It returns the outcome, and the route's name when a route took the connection.
-func (h *Handler) Passthrough(down net.Conn, port uint32, serverName string, hello []byte) (route, outcome string) {
-	route, outcome = h.passthrough(down, port, serverName, hello)
+// Passthrough forwards a connection of a TLS port, or of a TCP port (serverName empty, hello
+// nil): the route its ClientHello's server name selects (on a TCP port, the port's route) picks
+// a weighted backend, an endpoint of it is dialed (the next one on failure, up to three), hello
+// (every byte read from down so far) is written to it, and the bytes are then copied both ways
+// in the background, as a WebSocket tunnel's are: until both sides are done, the tunnel idle
+// timeout passes, a table without the route is swapped in, or a drain runs out of time. When
+// the route's virtual host terminates TLS (it has certificates, on a TLS port), terminate
+// completes the handshake first and the decrypted stream is forwarded instead, over TLS when
+// the backend's cluster asks for it (a BackendTLSPolicy). When it cannot forward, it closes
+// down. It returns the outcome, and the route's name when a route took the connection.
+func (h *Handler) Passthrough(down net.Conn, port uint32, serverName string, hello []byte, terminate Terminator) (route, outcome string) {
+	route, outcome = h.passthrough(down, port, serverName, hello, terminate)
 	if outcome != PassthroughForwarded {
 		_ = down.Close()
 	}
@@ -49,37 +62,58 @@ func (h *Handler) Passthrough(down net.Conn, port uint32, serverName string, hel
 // it had a ClientHello to route by (the outcome says why).
 func (h *Handler) PassthroughRefused(outcome string) { h.opts.Metrics.Passthrough("", outcome) }
 
-func (h *Handler) passthrough(down net.Conn, port uint32, serverName string, hello []byte) (string, string) {
+func (h *Handler) passthrough(down net.Conn, port uint32, serverName string, hello []byte, terminate Terminator) (string, string) {
 	s := h.state.Load()
 	if s == nil {
 		return "", PassthroughNoRoute
 	}
 	p, ok := s.Table.Port(port)
-	if !ok || (p.Protocol != router.TLSPassthrough && p.Protocol != router.TCP) {
+	if !ok || (p.Protocol != router.TLSPassthrough && p.Protocol != router.TLS && p.Protocol != router.TCP) {
 		return "", PassthroughNoRoute
 	}
-	r := p.PassthroughRoute(serverName)
+	vh, r := p.PassthroughRoute(serverName)
 	if r == nil {
 		return "", PassthroughNoRoute
 	}
+	terminates := p.Protocol == router.TLS && len(vh.Certificates) > 0
 	b := r.Pick(h.opts.Rand())
 	if b == nil || b.Cluster == nil {
 		return r.Name, PassthroughNoBackend
 	}
 	cl := s.Table.Cluster(b.Cluster)
-	if cl == nil || len(cl.Endpoints) == 0 {
+	if cl == nil || len(cl.Endpoints) == 0 || (terminates && cl.TLS != nil && cl.TLS.FailClosed) {
 		return r.Name, PassthroughBackendUnavailable
+	}
+	if terminates {
+		if terminate == nil {
+			return r.Name, PassthroughHandshakeFailed
+		}
+		tc, err := terminate(down, hello, vh.Certificates)
+		if err != nil {
+			return r.Name, PassthroughHandshakeFailed
+		}
+		down, hello = tc, nil
 	}
 	up := h.dialEndpoint(cl.Endpoints)
 	if up == nil {
 		return r.Name, PassthroughBackendUnavailable
 	}
-	_ = up.SetWriteDeadline(time.Now().Add(PassthroughDialTimeout))
-	if _, err := up.Write(hello); err != nil {
-		_ = up.Close()
-		return r.Name, PassthroughBackendUnavailable
+	if terminates && cl.TLS != nil {
+		// The stream was decrypted for a backend that must be reached over TLS: encrypt it
+		// again, verified as the policy says (a passthrough connection is the client's TLS,
+		// which the proxy never touches).
+		if up = h.backendTLS(up, cl.TLS); up == nil {
+			return r.Name, PassthroughBackendUnavailable
+		}
 	}
-	_ = up.SetWriteDeadline(time.Time{})
+	if len(hello) > 0 {
+		_ = up.SetWriteDeadline(time.Now().Add(PassthroughDialTimeout))
+		if _, err := up.Write(hello); err != nil {
+			_ = up.Close()
+			return r.Name, PassthroughBackendUnavailable
+		}
+		_ = up.SetWriteDeadline(time.Time{})
+	}
 	_ = down.SetDeadline(time.Time{})
 	if !h.track() {
 		_ = up.Close()
@@ -106,6 +140,20 @@ func (h *Handler) passthrough(down net.Conn, port uint32, serverName string, hel
 		})
 	}()
 	return r.Name, PassthroughForwarded
+}
+
+// backendTLS completes a TLS handshake on up as cfg's StreamConfig says, within
+// PassthroughDialTimeout, and returns the encrypted connection; nil, with up closed, when the
+// handshake failed.
+func (h *Handler) backendTLS(up net.Conn, cfg *router.BackendTLS) net.Conn {
+	tc := tls.Client(up, cfg.StreamConfig)
+	ctx, cancel := context.WithTimeout(h.stopCtx, PassthroughDialTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = up.Close()
+		return nil
+	}
+	return tc
 }
 
 // dialEndpoint connects to one of endpoints, starting at a random one and trying the next on
@@ -148,7 +196,7 @@ func (h *Handler) DialUDP(port uint32) (string, *net.UDPConn, string) {
 	if !ok || p.Protocol != router.UDP {
 		return "", nil, UDPFlowNoRoute
 	}
-	r := p.PassthroughRoute("")
+	_, r := p.PassthroughRoute("")
 	if r == nil {
 		return "", nil, UDPFlowNoRoute
 	}

@@ -188,7 +188,7 @@ func (m *Manager) Prepare(table *router.Table) (*Plan, error) {
 		want[p.Number] = true
 		cur, ok := m.servers[p.Number]
 		switch {
-		case ok && cur.protocol == p.Protocol:
+		case ok && sameServer(cur.protocol, p.Protocol):
 		case ok:
 			plan.removed = append(plan.removed, cur)
 			plan.rebind[p.Number] = p.Protocol
@@ -208,6 +208,17 @@ func (m *Manager) Prepare(table *router.Table) (*Plan, error) {
 	}
 	return plan, nil
 }
+
+// sameServer reports whether a port's server for protocol a serves protocol b as it is: a TLS
+// passthrough port that gains a listener in Terminate mode, or loses its last, keeps its
+// server and its connections, since both read the ClientHello and look the route up in the
+// table of the moment.
+func sameServer(a, b router.Protocol) bool {
+	return a == b || (tlsByName(a) && tlsByName(b))
+}
+
+// tlsByName reports whether a port routes TLS connections by their ClientHello's server name.
+func tlsByName(p router.Protocol) bool { return p == router.TLSPassthrough || p == router.TLS }
 
 // Abort releases the ports Prepare bound.
 func (p *Plan) Abort() {

@@ -2,25 +2,31 @@ package listener
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
-// passthrough serves one TLS passthrough or TCP port: every accepted connection gets a goroutine
-// that, on a TLS passthrough port, reads its ClientHello (within the header read timeout and
-// MaxClientHelloBytes), and hands the connection, with the bytes read, to the handler, which
-// routes it (by the hello's server name) and copies it to a backend in the background.
+// passthrough serves one TLS or TCP port: every accepted connection gets a goroutine that, on
+// a TLS port, reads its ClientHello (within the header read timeout and MaxClientHelloBytes),
+// and hands the connection, with the bytes read, to the handler, which routes it (by the
+// hello's server name), has it terminated when its virtual host terminates TLS (see
+// terminate), and copies it to a backend in the background.
 type passthrough struct {
 	m     *Manager
 	port  uint32
 	ln    *limitListener
 	hello bool
 	conns sync.WaitGroup
+	// terminator is terminate, on a TLS port.
+	terminator forward.Terminator
 
 	mu      sync.Mutex
 	reading map[net.Conn]struct{}
@@ -28,7 +34,11 @@ type passthrough struct {
 }
 
 func (m *Manager) newPassthrough(port uint32, ln *limitListener, hello bool) *passthrough {
-	return &passthrough{m: m, port: port, ln: ln, hello: hello, reading: map[net.Conn]struct{}{}}
+	p := &passthrough{m: m, port: port, ln: ln, hello: hello, reading: map[net.Conn]struct{}{}}
+	if hello {
+		p.terminator = p.terminate
+	}
+	return p
 }
 
 // serve accepts connections until the listener closes.
@@ -44,7 +54,7 @@ func (p *passthrough) serve() error {
 
 func (p *passthrough) conn(c net.Conn) {
 	if !p.hello {
-		p.m.handler.Passthrough(c, p.port, "", nil)
+		p.m.handler.Passthrough(c, p.port, "", nil, nil)
 		return
 	}
 	if !p.start(c) {
@@ -66,7 +76,51 @@ func (p *passthrough) conn(c net.Conn) {
 		_ = c.Close()
 		return
 	}
-	p.m.handler.Passthrough(c, p.port, serverName, hello)
+	p.m.handler.Passthrough(c, p.port, serverName, hello, p.terminator)
+}
+
+// errStopped fails the handshake of a connection routed while the port shuts down.
+var errStopped = errors.New("tls: listener shutting down")
+
+// terminate completes the TLS handshake of c, whose opening bytes (the ClientHello) were read
+// as hello, with the first of certs the client supports, within the header read timeout, and
+// returns the decrypted connection. A shutdown closes c meanwhile, as it closes a connection
+// still sending its hello. Client certificates are not asked for: spec.tls.frontend validates
+// the clients of HTTPS listeners only.
+func (p *passthrough) terminate(c net.Conn, hello []byte, certs []*router.Certificate) (net.Conn, error) {
+	if !p.start(c) {
+		return nil, errStopped
+	}
+	defer p.end(c)
+	tc := tls.Server(&replayConn{Conn: c, replay: hello}, &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: cipherSuites,
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return pickCertificate(certs, hello), nil
+		},
+	})
+	_ = c.SetDeadline(time.Now().Add(p.m.opts.HeaderReadTimeout))
+	err := tc.HandshakeContext(context.Background())
+	_ = c.SetDeadline(time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	return tc, nil
+}
+
+// replayConn reads replay before the connection: the bytes read from it already.
+type replayConn struct {
+	net.Conn
+	replay []byte
+}
+
+func (r *replayConn) Read(b []byte) (int, error) {
+	if len(r.replay) > 0 {
+		n := copy(b, r.replay)
+		r.replay = r.replay[n:]
+		return n, nil
+	}
+	return r.Conn.Read(b)
 }
 
 func (p *passthrough) start(c net.Conn) bool {

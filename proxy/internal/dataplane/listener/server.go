@@ -53,8 +53,8 @@ func (m *Manager) newServer(port uint32, protocol router.Protocol) (*server, err
 		Listener: ln, open: &m.open, max: int64(m.opts.MaxConnections), refused: m.connectionRefused,
 		clients: m.clients, clientRefused: m.opts.ClientConnectionRefused, overload: m.opts.Overload,
 	}
-	if protocol == router.TLSPassthrough || protocol == router.TCP {
-		s.pass = m.newPassthrough(port, s.ln, protocol == router.TLSPassthrough)
+	if tlsByName(protocol) || protocol == router.TCP {
+		s.pass = m.newPassthrough(port, s.ln, tlsByName(protocol))
 		go func() { s.served <- s.pass.serve() }()
 		return s, nil
 	}

@@ -89,10 +89,16 @@ func certificate(st *forward.State, port uint32, hello *tls.ClientHelloInfo) (*t
 	if vh == nil || len(vh.Certificates) == 0 {
 		return nil, errNoCertificate
 	}
-	for _, c := range vh.Certificates {
+	return pickCertificate(vh.Certificates, hello), nil
+}
+
+// pickCertificate returns the first of certs (never empty) the client supports (an ECDSA and
+// an RSA certificate may be configured together), else the first.
+func pickCertificate(certs []*router.Certificate, hello *tls.ClientHelloInfo) *tls.Certificate {
+	for _, c := range certs {
 		if hello.SupportsCertificate(c.TLS) == nil {
-			return c.TLS, nil
+			return c.TLS
 		}
 	}
-	return vh.Certificates[0].TLS, nil
+	return certs[0].TLS
 }

@@ -81,7 +81,7 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 	}, []string{"kind"})
 	m.passthrough = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coxswain_proxy_passthrough_connections_total",
-		Help: "Connections of TLS passthrough listeners, by route (empty when none took the connection) and outcome: forwarded, or why it was closed unforwarded (hello_timeout, hello_too_large, bad_hello, no_route, no_backend, backend_unavailable, draining).",
+		Help: "Connections of TLS and TCP listeners, by route (empty when none took the connection) and outcome: forwarded, or why it was closed unforwarded (hello_timeout, hello_too_large, bad_hello, handshake_failed, no_route, no_backend, backend_unavailable, draining).",
 	}, []string{"route", "outcome"})
 	m.passthroughBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coxswain_proxy_passthrough_bytes_total",

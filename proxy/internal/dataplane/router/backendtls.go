@@ -22,6 +22,10 @@ type BackendTLS struct {
 	// h2 or http/1.1, and the subject alt names checked when the policy lists them. Nil when
 	// FailClosed.
 	Config *tls.Config
+	// StreamConfig is Config without ALPN: the client configuration of the connections that
+	// carry a TLS listener's decrypted stream (Terminate mode) to the endpoints. Nil when
+	// FailClosed.
+	StreamConfig *tls.Config
 	// HTTP2 says the endpoints speak HTTP/2 over TLS (ALPN h2); HTTP/1.1 otherwise.
 	HTTP2 bool
 	// FailClosed says the policy cannot be met: the cluster answers 503 and is never dialed.
@@ -84,6 +88,8 @@ func backendTLS(in *discoveryv1.BackendTLS, http2 bool) (*BackendTLS, error) {
 		cfg.VerifyConnection = verifySANs(roots, sans)
 	}
 	out.Config = cfg
+	out.StreamConfig = cfg.Clone()
+	out.StreamConfig.NextProtos = nil
 	return out, nil
 }
 

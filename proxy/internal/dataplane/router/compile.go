@@ -127,6 +127,8 @@ func protocol(p discoveryv1.Protocol) (Protocol, error) {
 		return TCP, nil
 	case discoveryv1.Protocol_PROTOCOL_UDP:
 		return UDP, nil
+	case discoveryv1.Protocol_PROTOCOL_TLS:
+		return TLS, nil
 	}
 	return 0, ErrInvalid
 }
@@ -192,8 +194,13 @@ func (c *compiler) vhostHeader(listener string, proto Protocol, in *discoveryv1.
 		return nil, err
 	}
 	out.Certificates = certs
-	if proto == HTTPS && len(out.Certificates) == 0 {
+	switch {
+	case proto == HTTPS && len(out.Certificates) == 0:
 		return nil, fmt.Errorf("virtual host %s: %w: HTTPS without a certificate", out.Name, ErrInvalid)
+	case len(out.Certificates) > 0 && proto != HTTPS && proto != TLS:
+		// A passthrough, TCP or UDP port decrypts nothing: certificates there say the sender
+		// meant another protocol.
+		return nil, fmt.Errorf("virtual host %s: %w: certificates on a %s port", out.Name, ErrInvalid, proto)
 	}
 	return out, nil
 }

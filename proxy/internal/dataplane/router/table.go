@@ -22,6 +22,9 @@ const (
 	TCP
 	// UDP forwards datagrams, a flow per client address, to that route too.
 	UDP
+	// TLS routes TLS connections by server name as TLSPassthrough does; a virtual host with
+	// certificates terminates them (see Port.PassthroughRoute).
+	TLS
 )
 
 func (p Protocol) String() string {
@@ -34,6 +37,8 @@ func (p Protocol) String() string {
 		return "TCP"
 	case UDP:
 		return "UDP"
+	case TLS:
+		return "TLS"
 	}
 	return "HTTP"
 }
@@ -192,18 +197,19 @@ func (p *Port) VirtualHost(host string) (*VirtualHost, bool) {
 	return p.hosts.lookup(host)
 }
 
-// PassthroughRoute returns the route of a TLSPassthrough port for a ClientHello naming
-// serverName (empty when it names none): the route a request for that host and path "/" would
-// take, in the virtual host serving the name, with any hostname, path, method, header and query
-// conditions as for a request (the controller sends none but the hostname). Only its backends
-// count. It returns nil when no route takes the name.
-func (p *Port) PassthroughRoute(serverName string) *Route {
+// PassthroughRoute returns the route of a TLSPassthrough or TLS port for a ClientHello naming
+// serverName (empty when it names none), and the virtual host it is in: the route a request for
+// that host and path "/" would take, in the virtual host serving the name, with any hostname,
+// path, method, header and query conditions as for a request (the controller sends none but the
+// hostname). Only its backends count. On a TLS port, the connection is terminated with the
+// virtual host's certificates when it has any. The route is nil when none takes the name.
+func (p *Port) PassthroughRoute(serverName string) (*VirtualHost, *Route) {
 	host := NormalizeHost(serverName)
 	vh, ok := p.hosts.lookup(host)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	return vh.Match(host, "", "/", noRequest{})
+	return vh, vh.Match(host, "", "/", noRequest{})
 }
 
 // noRequest is the Request of a connection routed without an HTTP request: it has no header
