@@ -20,6 +20,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/tracing"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 
@@ -42,6 +43,7 @@ type options struct {
 	listenHost       string
 	portOffset       uint
 	accessLog        accessLog
+	tracing          tracingFlags
 	pprof            bool
 	admin            adminPort
 	verbosity        int
@@ -97,6 +99,37 @@ func (a *accessLog) check() error {
 		}
 	}
 	a.opts = accesslog.Options{Format: format, Fields: fields, QueueSize: a.queueSize}
+	return nil
+}
+
+// tracingFlags say where the proxy's request spans go; tracing is off without an endpoint.
+type tracingFlags struct {
+	endpoint string
+	protocol string
+	ratio    float64
+	// opts is set by check, with Endpoint empty when tracing is off.
+	opts tracing.Options
+}
+
+// register adds the tracing flags to fs.
+func (t *tracingFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.endpoint, "tracing-endpoint", "",
+		"OTLP collector URL that request spans are exported to: http://host:port (plaintext) or https://host:port (TLS, system roots); tracing is off when empty. "+
+			"The client's traceparent and tracestate reach the backend either way.")
+	fs.StringVar(&t.protocol, "tracing-protocol", tracing.ProtocolGRPC, "OTLP protocol of --tracing-endpoint: "+tracing.ProtocolGRPC+" or "+tracing.ProtocolHTTP+".")
+	fs.Float64Var(&t.ratio, "tracing-sampling-ratio", 1,
+		"Share of the traces that start at the proxy that are recorded, 0 to 1; a request whose traceparent carries the caller's decision follows it.")
+}
+
+// check refuses a bad endpoint, protocol or ratio when tracing is on.
+func (t *tracingFlags) check() error {
+	if t.endpoint == "" {
+		return nil
+	}
+	t.opts = tracing.Options{Endpoint: t.endpoint, Protocol: t.protocol, SamplingRatio: t.ratio}
+	if err := t.opts.Check(); err != nil {
+		return fmt.Errorf("--tracing-*: %w", err)
+	}
 	return nil
 }
 
@@ -272,6 +305,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.UintVar(&o.portOffset, "port-offset", 0,
 		"Added to every Gateway listener port when binding, for a proxy that may not bind ports under 1024.")
 	o.accessLog.register(fs)
+	o.tracing.register(fs)
 	fs.BoolVar(&o.pprof, "pprof", false,
 		"Serve runtime profiles under /debug/pprof/ on the health address, unauthenticated and reachable from the pod network; --admin-pprof serves them on the admin address instead.")
 	o.admin.register(fs)
@@ -317,6 +351,9 @@ func (o *options) complete() error {
 		return err
 	}
 	if err := o.admin.check(); err != nil {
+		return err
+	}
+	if err := o.tracing.check(); err != nil {
 		return err
 	}
 	if _, err := http1.ParseEngine(o.http1Engine); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/attribute"
 
 	"coxswain.dev/coxswain/discovery/buildinfo"
 	"coxswain.dev/coxswain/proxy/internal/admin"
@@ -28,6 +29,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/tracing"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 	"coxswain.dev/coxswain/proxy/internal/health"
 )
@@ -96,6 +98,8 @@ type process struct {
 	// --admin-address is empty.
 	applied *admin.Recorder
 	admin   *admin.Server
+	// tracer exports request spans; nil when tracing is off.
+	tracer *tracing.Tracer
 }
 
 func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, error) {
@@ -105,12 +109,16 @@ func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, 
 	if err != nil {
 		return nil, err
 	}
-	plane, err := newDataPlane(opts, reg, log)
+	tracer, err := newTracer(opts)
 	if err != nil {
 		return nil, err
 	}
+	plane, err := newDataPlane(opts, reg, tracer, log)
+	if err != nil {
+		return nil, errors.Join(err, shutdownTracer(tracer))
+	}
 	fail := func(err error) (*process, error) {
-		return nil, errors.Join(err, plane.Shutdown(context.WithoutCancel(ctx)))
+		return nil, errors.Join(err, plane.Shutdown(context.WithoutCancel(ctx)), shutdownTracer(tracer))
 	}
 	applied := admin.NewRecorder(plane, time.Now)
 	a, err := newAgent(opts, applied, tracker, log)
@@ -134,7 +142,7 @@ func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, 
 	return &process{
 		opts: opts, log: log, plane: plane, agent: a, tracker: tracker, reg: reg, lis: lis,
 		health:  &http.Server{Handler: telemetryHandler(opts, tracker, reg), ReadHeaderTimeout: 5 * time.Second},
-		applied: applied, admin: adm,
+		applied: applied, admin: adm, tracer: tracer,
 	}, nil
 }
 
@@ -222,6 +230,9 @@ func (p *process) drain(stopAgent func()) error {
 	if p.admin != nil {
 		_ = p.admin.Shutdown(hctx) // closes what is left at the deadline
 	}
+	if terr := shutdownTracer(p.tracer); terr != nil {
+		p.log.Info("Could not export the last spans", "error", terr.Error())
+	}
 	p.log.Info("Stopped", "took", time.Since(start).String())
 	if err != nil {
 		return fmt.Errorf("shut down data plane: %w", err)
@@ -251,9 +262,47 @@ func (p *process) waitForStop(ctx context.Context, served <-chan error, agentDon
 	}
 }
 
+// tracerShutdownTimeout bounds the export of the spans still queued at exit.
+const tracerShutdownTimeout = 2 * time.Second
+
+// newTracer returns the tracer of --tracing-endpoint, nil when tracing is off. Its spans
+// name this proxy: its pod and namespace, node ID and, for a dedicated proxy, its Gateway.
+func newTracer(opts *options) (*tracing.Tracer, error) {
+	t := opts.tracing.opts
+	if t.Endpoint == "" {
+		return nil, nil
+	}
+	t.Attributes = append(t.Attributes, attribute.String("service.instance.id", opts.nodeID))
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		t.Attributes = append(t.Attributes, attribute.String("k8s.pod.name", pod))
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		t.Attributes = append(t.Attributes, attribute.String("k8s.namespace.name", ns))
+	}
+	if opts.gatewayName != "" {
+		t.Attributes = append(t.Attributes, attribute.String("coxswain.proxy.gateway", opts.gatewayNamespace+"/"+opts.gatewayName))
+	}
+	tr, err := tracing.New(t)
+	if err != nil {
+		return nil, fmt.Errorf("--tracing-endpoint: %w", err)
+	}
+	return tr, nil
+}
+
+// shutdownTracer exports what tr still holds, within tracerShutdownTimeout; nil for no tracer.
+func shutdownTracer(tr *tracing.Tracer) error {
+	if tr == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tracerShutdownTimeout)
+	defer cancel()
+	return tr.Shutdown(ctx)
+}
+
 // newDataPlane builds the HTTP data plane the agent applies snapshots to. Its listeners bind
-// each Gateway listener port on --listen-host, shifted by --port-offset.
-func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*dataplane.DataPlane, error) {
+// each Gateway listener port on --listen-host, shifted by --port-offset; tracer, when not nil,
+// traces its requests.
+func newDataPlane(opts *options, reg prometheus.Registerer, tracer *tracing.Tracer, log logr.Logger) (*dataplane.DataPlane, error) {
 	l := &opts.limits
 	engine, err := http1.ParseEngine(opts.http1Engine)
 	if err != nil {
@@ -298,6 +347,7 @@ func newDataPlane(opts *options, reg prometheus.Registerer, log logr.Logger) (*d
 			RequestIDHeader:          opts.accessLog.requestIDHeader,
 			NoRequestID:              opts.accessLog.requestIDHeader == "",
 			ReplaceRequestID:         opts.accessLog.replaceIDs,
+			Tracer:                   tracer,
 		},
 		Registerer:      reg,
 		MemoryWatermark: memoryWatermark(l.memoryWatermark),

@@ -42,7 +42,7 @@ func TestMetricsPassPromlint(t *testing.T) {
 	if _, err := health.NewTracker(nil, rec); err != nil {
 		t.Fatal(err)
 	}
-	plane, err := newDataPlane(o, rec, testr.New(t))
+	plane, err := newDataPlane(o, rec, nil, testr.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
@@ -62,6 +64,8 @@ type exchange struct {
 	closeConn bool
 	// sendBy is the deadline of writes to the client, zero until the first.
 	sendBy time.Time
+	// span is the request's server span, nil when tracing is off.
+	span trace.Span
 }
 
 // routed adapts the request to the router's header and query lookups.

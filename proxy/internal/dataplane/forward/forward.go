@@ -144,6 +144,9 @@ func (h *Handler) forward(x *exchange) int {
 				} else {
 					held = true
 					h.opts.Metrics.Retry(cl.Name, "sent")
+					if x.span != nil {
+						x.retryEvent(retries+1, resp, err)
+					}
 					if resp != nil {
 						discard(resp)
 					}
@@ -297,6 +300,10 @@ func (x *exchange) outbound(ctx context.Context, ep *upstream.Endpoint, body *re
 		} else {
 			hdr[name] = []string{x.requestID}
 		}
+	}
+	if x.span != nil {
+		// Before the route's filters too: the backend's parent is the proxy's span.
+		x.h.opts.Tracer.Inject(x.span, hdr)
 	}
 	r := x.route
 	for _, m := range r.RequestHeaders {

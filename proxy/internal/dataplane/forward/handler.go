@@ -14,6 +14,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/metrics"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/tracing"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 
@@ -68,6 +69,10 @@ type Options struct {
 	ReplaceRequestID bool
 	// AccessLog, when set, gets one entry per request.
 	AccessLog *accesslog.Logger
+	// Tracer, when set, gives each request a server span and its backend the span's trace
+	// context. Without it nothing of tracing runs: the client's traceparent and tracestate go
+	// to the backend as they came.
+	Tracer *tracing.Tracer
 	// Metrics, when set, count requests.
 	Metrics *metrics.Metrics
 	// Overloaded says the proxy is over its memory watermark: new requests are answered 503
@@ -202,6 +207,9 @@ func (h *Handler) HTTP(l *Listener) http.Handler {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
 	x := exchange{h: h, w: w, r: r, listener: l, state: h.state.Load(), start: time.Now()}
 	x.requestID, x.requestIDValues = h.requestID(r)
+	if h.opts.Tracer != nil {
+		x.startSpan()
+	}
 	x.rc = http.NewResponseController(w)
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		// A backend's early answer (a 401 or 413 to an upload) goes out while the client is
@@ -283,6 +291,9 @@ func (h *Handler) record(x *exchange, status int) {
 	if h.opts.AccessLog != nil {
 		e := x.entry(status, elapsed)
 		h.opts.AccessLog.Log(&e)
+	}
+	if x.span != nil {
+		x.endSpan(status)
 	}
 }
 

@@ -1,0 +1,149 @@
+// Package tracing holds the proxy's OpenTelemetry tracing: a server span per request, exported
+// over OTLP to a collector, and the W3C Trace Context its backends get.
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Protocols of the OTLP exporter.
+const (
+	ProtocolGRPC = "grpc"
+	ProtocolHTTP = "http/protobuf"
+)
+
+// Header fields of W3C Trace Context, in their canonical form.
+const (
+	HeaderTraceparent = "Traceparent"
+	HeaderTracestate  = "Tracestate"
+)
+
+// ServiceName is the service.name of the proxy's spans.
+const ServiceName = "coxswain-proxy"
+
+// Options say where spans go and which requests get one.
+type Options struct {
+	// Endpoint is the collector's OTLP URL: http://host:port for plaintext, https://host:port
+	// for TLS verified against the system roots. For ProtocolHTTP a path may follow (the
+	// default is /v1/traces).
+	Endpoint string
+	// Protocol is ProtocolGRPC or ProtocolHTTP.
+	Protocol string
+	// SamplingRatio is the share of the traces started here that are recorded, 0 to 1; a
+	// request whose traceparent says the caller sampled it (or not) follows the caller.
+	SamplingRatio float64
+	// Attributes describe this proxy (its pod and namespace) on every span.
+	Attributes []attribute.KeyValue
+	// QueueSize bounds the spans waiting for export; spans beyond it are dropped, never
+	// waited for on the request path. DefaultQueueSize when zero.
+	QueueSize int
+}
+
+// DefaultQueueSize is the spans that may wait for export.
+const DefaultQueueSize = 2048
+
+// Check refuses options New would refuse, without connecting anywhere.
+func (o *Options) Check() error {
+	u, err := url.Parse(o.Endpoint)
+	switch {
+	case err != nil:
+		return fmt.Errorf("endpoint %q: %w", o.Endpoint, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("endpoint %q: the scheme must be http (plaintext) or https", o.Endpoint)
+	case u.Host == "":
+		return fmt.Errorf("endpoint %q names no host", o.Endpoint)
+	case o.Protocol == ProtocolGRPC && u.Path != "" && u.Path != "/":
+		return fmt.Errorf("endpoint %q: an OTLP/gRPC endpoint takes no path", o.Endpoint)
+	case o.Protocol != ProtocolGRPC && o.Protocol != ProtocolHTTP:
+		return fmt.Errorf("protocol %q: use %s or %s", o.Protocol, ProtocolGRPC, ProtocolHTTP)
+	case !(o.SamplingRatio >= 0 && o.SamplingRatio <= 1):
+		return fmt.Errorf("sampling ratio %v is not between 0 and 1", o.SamplingRatio)
+	}
+	return nil
+}
+
+// Tracer starts the spans of requests and exports them in the background.
+type Tracer struct {
+	provider *sdktrace.TracerProvider
+	tracer   trace.Tracer
+	prop     propagation.TraceContext
+}
+
+// New returns a tracer exporting as opts say. Nothing is dialed until the first export, and an
+// unreachable collector costs dropped spans, never a request.
+func New(opts Options) (*Tracer, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
+	var exp sdktrace.SpanExporter
+	var err error
+	ctx := context.Background()
+	if opts.Protocol == ProtocolGRPC {
+		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(opts.Endpoint))
+	} else {
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(opts.Endpoint))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("OTLP exporter: %w", err)
+	}
+	queue := opts.QueueSize
+	if queue <= 0 {
+		queue = DefaultQueueSize
+	}
+	res := resource.NewSchemaless(append([]attribute.KeyValue{attribute.String("service.name", ServiceName)}, opts.Attributes...)...)
+	provider := sdktrace.NewTracerProvider(
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(opts.SamplingRatio))),
+		sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(queue), sdktrace.WithBatchTimeout(time.Second)),
+	)
+	return &Tracer{provider: provider, tracer: provider.Tracer("coxswain.dev/coxswain/proxy")}, nil
+}
+
+// Shutdown exports the spans still queued, within ctx, and stops the tracer.
+func (t *Tracer) Shutdown(ctx context.Context) error {
+	if err := t.provider.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// Start starts the server span of a request received with header h (its traceparent and
+// tracestate, when valid, make the span the caller's child), named after method until the
+// route is known.
+func (t *Tracer) Start(h http.Header, method string, at time.Time, attrs ...attribute.KeyValue) trace.Span {
+	ctx := t.prop.Extract(context.Background(), propagation.HeaderCarrier(h))
+	_, span := t.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(at), trace.WithAttributes(attrs...))
+	return span
+}
+
+// Inject sets h's traceparent and tracestate to span's, making span the parent of what the
+// backend does: the fields the client sent are replaced.
+func (t *Tracer) Inject(span trace.Span, h http.Header) {
+	delete(h, HeaderTraceparent)
+	delete(h, HeaderTracestate)
+	t.prop.Inject(trace.ContextWithSpan(context.Background(), span), propagation.HeaderCarrier(h))
+}
+
+// End ends a request's span with its status: an error for 5xx, as OpenTelemetry's HTTP server
+// conventions say (a 4xx is the client's error, not the server's).
+func End(span trace.Span, status int, attrs ...attribute.KeyValue) {
+	span.SetAttributes(append(attrs, attribute.Int("http.response.status_code", status))...)
+	if status >= 500 {
+		span.SetStatus(codes.Error, "")
+	}
+	span.End()
+}
