@@ -279,6 +279,7 @@ func proxyDefaults(o *options, s settings.Settings) provision.Defaults {
 		ServiceType:              s.ProxyServiceType,
 		HTTP1Engine:              s.ProxyHTTP1Engine,
 		AccessLog:                s.ProxyAccessLog,
+		Tracing:                  s.ProxyTracing,
 		DiscoveryEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.StreamPort)),
 		BootstrapEndpoint:        net.JoinHostPort(host, strconv.Itoa(wellknown.BootstrapPort)),
 		ControllerNamespace:      o.namespace,

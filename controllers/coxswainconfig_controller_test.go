@@ -83,6 +83,7 @@ func TestTheAPIServerRejectsInvalidFields(t *testing.T) {
 		}
 		return map[string]any{"discovery": d}
 	}
+	tracing := func(t map[string]any) map[string]any { return map[string]any{"proxy": map[string]any{"tracing": t}} }
 	tests := []struct {
 		name      string
 		spec      map[string]any
@@ -103,6 +104,13 @@ func TestTheAPIServerRejectsInvalidFields(t *testing.T) {
 		{"an unknown CA mode", discovery("ca", map[string]any{"mode": "Manual"}), "spec.discovery.ca.mode"},
 		{"a CA Secret name that is not a DNS name", discovery("ca", map[string]any{"secretName": "My_CA"}), "spec.discovery.ca.secretName"},
 		{"negative proxy replicas", map[string]any{"proxy": map[string]any{"replicas": -1}}, "spec.proxy.replicas"},
+		{"a tracing endpoint without a scheme", tracing(map[string]any{"endpoint": "collector:4317"}), "spec.proxy.tracing.endpoint"},
+		{"a tracing endpoint with a query", tracing(map[string]any{"endpoint": "http://collector:4318/v1/traces?x=1"}), "spec.proxy.tracing.endpoint"},
+		{"an unknown tracing protocol", tracing(map[string]any{"endpoint": "http://c:4317", "protocol": "thrift"}), "spec.proxy.tracing.protocol"},
+		{"a sampling fraction over one", tracing(map[string]any{"endpoint": "http://c:4317", "samplingFraction": map[string]any{"numerator": 101}}),
+			"numerator must not exceed denominator"},
+		{"a sampling fraction over zero", tracing(map[string]any{"endpoint": "http://c:4317", "samplingFraction": map[string]any{"numerator": 1, "denominator": 0}}),
+			"spec.proxy.tracing.samplingFraction.denominator"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" is rejected", func(t *testing.T) {
@@ -123,7 +131,10 @@ func TestTheAPIServerRejectsInvalidFields(t *testing.T) {
 				"ca":          map[string]any{"mode": "External", "secretName": "my-ca"},
 				"trustDomain": "prod.example_1-a", "svidTTL": "1m", "port": 1, "bootstrapPort": 65535,
 			},
-			"proxy": map[string]any{"image": "proxy:1", "replicas": 0},
+			"proxy": map[string]any{"image": "proxy:1", "replicas": 0, "tracing": map[string]any{
+				"endpoint": "https://otel.example.com:4318/v1/traces", "protocol": "http/protobuf",
+				"samplingFraction": map[string]any{"numerator": 1, "denominator": 1000},
+			}},
 		})
 		if err != nil {
 			t.Fatalf("create: %v", err)

@@ -109,7 +109,7 @@ func newProcess(ctx context.Context, opts *options, log logr.Logger) (*process, 
 	if err != nil {
 		return nil, err
 	}
-	tracer, err := newTracer(opts)
+	tracer, err := newTracer(opts, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -265,12 +265,20 @@ func (p *process) waitForStop(ctx context.Context, served <-chan error, agentDon
 // tracerShutdownTimeout bounds the export of the spans still queued at exit.
 const tracerShutdownTimeout = 2 * time.Second
 
-// newTracer returns the tracer of --tracing-endpoint, nil when tracing is off. Its spans
-// name this proxy: its pod and namespace, node ID and, for a dedicated proxy, its Gateway.
-func newTracer(opts *options) (*tracing.Tracer, error) {
+// newTracer returns the tracer of --tracing-endpoint, nil when tracing is off, with its drop
+// counter on reg. Its spans name this proxy: its pod and namespace, node ID and, for a
+// dedicated proxy, its Gateway.
+func newTracer(opts *options, reg prometheus.Registerer) (*tracing.Tracer, error) {
 	t := opts.tracing.opts
 	if t.Endpoint == "" {
 		return nil, nil
+	}
+	t.DroppedSpans = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "coxswain_proxy_tracing_spans_dropped_total",
+		Help: "Request spans dropped because the export queue was full (a slow or unreachable collector).",
+	})
+	if err := reg.Register(t.DroppedSpans); err != nil {
+		return nil, err
 	}
 	t.Attributes = append(t.Attributes, attribute.String("service.instance.id", opts.nodeID))
 	if pod := os.Getenv("POD_NAME"); pod != "" {

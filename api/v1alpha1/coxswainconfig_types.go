@@ -203,6 +203,55 @@ type ProxyDefaults struct {
 	// may choose otherwise, field by field. Default: the proxy's own, JSON with every field.
 	// +optional
 	AccessLog *AccessLog `json:"accessLog,omitempty"`
+
+	// Tracing sends a span per request of the proxies the operator provisions to an
+	// OpenTelemetry collector (their --tracing-* flags). A Gateway's CoxswainGatewayParameters
+	// may replace it. Default: off (the proxies still pass the clients' W3C trace context on).
+	// +optional
+	Tracing *Tracing `json:"tracing,omitempty"`
+}
+
+// Tracing is where a proxy's request spans go and which requests get one (see
+// docs/observability.md).
+type Tracing struct {
+	// Endpoint is the collector's OTLP URL: http://host:port for plaintext, https://host:port for
+	// TLS verified against the system roots. For the http/protobuf protocol a path may follow
+	// (default /v1/traces); for grpc none may.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^/?#\s]+(/[^?#\s]*)?$`
+	Endpoint string `json:"endpoint"`
+
+	// Protocol is the OTLP transport: grpc or http/protobuf. Default: grpc.
+	// +optional
+	Protocol *TracingProtocol `json:"protocol,omitempty"`
+
+	// SamplingFraction is the share of the traces that start at the proxy that are recorded; a
+	// request whose traceparent carries the caller's decision follows it. Default: every trace
+	// (1/1).
+	// +optional
+	SamplingFraction *SamplingFraction `json:"samplingFraction,omitempty"`
+}
+
+// TracingProtocol is an OTLP transport; the values are the proxy flag's.
+// +kubebuilder:validation:Enum=grpc;http/protobuf
+type TracingProtocol string
+
+// The OTLP transports.
+const (
+	TracingProtocolGRPC TracingProtocol = "grpc"
+	TracingProtocolHTTP TracingProtocol = "http/protobuf"
+)
+
+// SamplingFraction is numerator/denominator, at most 1.
+// +kubebuilder:validation:XValidation:rule="self.numerator <= self.denominator",message="numerator must not exceed denominator"
+type SamplingFraction struct {
+	// +kubebuilder:validation:Minimum=0
+	Numerator int32 `json:"numerator"`
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	Denominator int32 `json:"denominator,omitempty"`
 }
 
 // AccessLog is the form and content of a proxy's access log lines (see docs/observability.md).
@@ -301,6 +350,8 @@ type EffectiveSettings struct {
 	ProxyHTTP1Engine HTTP1Engine `json:"proxyHTTP1Engine,omitempty"`
 	// +optional
 	ProxyAccessLog *AccessLog `json:"proxyAccessLog,omitempty"`
+	// +optional
+	ProxyTracing *Tracing `json:"proxyTracing,omitempty"`
 	// +optional
 	MaxSharedGatewaysPerNamespace int32 `json:"maxSharedGatewaysPerNamespace,omitempty"`
 	// +optional

@@ -44,6 +44,11 @@ type CoxswainGatewayParametersSpec struct {
 	// +optional
 	AccessLog *AccessLog `json:"accessLog,omitempty"`
 
+	// Tracing sends a span per request of the proxy to an OpenTelemetry collector; set here it
+	// replaces the CoxswainConfig's spec.proxy.tracing whole. Default: that, or off.
+	// +optional
+	Tracing *Tracing `json:"tracing,omitempty"`
+
 	// NodeSelector constrains the proxy pods to nodes with these labels.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`

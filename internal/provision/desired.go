@@ -238,6 +238,7 @@ func (m Model) container() corev1.Container {
 		args = append(args, wellknown.HTTP1EngineFlag+"="+string(e))
 	}
 	args = append(args, accessLogArgs(m.accessLog())...)
+	args = append(args, tracingArgs(m.tracing())...)
 	return corev1.Container{
 		Name:  containerName,
 		Image: m.image(),
@@ -319,6 +320,25 @@ func fieldRef(path string) *corev1.EnvVarSource {
 // portName names a listener port ("p80"): at most 15 characters, with a letter.
 func portName(p int32) string {
 	return portNamePrefix + strconv.Itoa(int(p))
+}
+
+// tracingArgs are the proxy flags of t, none when tracing is off.
+func tracingArgs(t *v1alpha1.Tracing) []string {
+	if t == nil {
+		return nil
+	}
+	args := []string{"--tracing-endpoint=" + t.Endpoint}
+	if t.Protocol != nil {
+		args = append(args, "--tracing-protocol="+string(*t.Protocol))
+	}
+	if f := t.SamplingFraction; f != nil {
+		den := f.Denominator
+		if den <= 0 {
+			den = 100
+		}
+		args = append(args, "--tracing-sampling-ratio="+strconv.FormatFloat(float64(f.Numerator)/float64(den), 'g', -1, 64))
+	}
+	return args
 }
 
 // accessLogArgs are the proxy flags of an access log's format and fields, none for the

@@ -30,6 +30,8 @@ type Defaults struct {
 	HTTP1Engine v1alpha1.HTTP1Engine
 	// AccessLog is the proxy's access log format and fields; the proxy's own when nil.
 	AccessLog *v1alpha1.AccessLog
+	// Tracing is where the proxy sends its request spans; off when nil.
+	Tracing *v1alpha1.Tracing
 	// DiscoveryEndpoint is host:port of the controller's mTLS stream listener.
 	DiscoveryEndpoint string
 	// BootstrapEndpoint is host:port of the controller's bootstrap listener.
@@ -145,6 +147,15 @@ func (m Model) http1Engine() v1alpha1.HTTP1Engine {
 		return *m.Params.HTTP1Engine
 	}
 	return m.Defaults.HTTP1Engine
+}
+
+// tracing returns where the proxy sends its request spans: the parameters' tracing when set,
+// else the operator's default; nil for off.
+func (m Model) tracing() *v1alpha1.Tracing {
+	if m.Params.Tracing != nil {
+		return m.Params.Tracing
+	}
+	return m.Defaults.Tracing
 }
 
 // accessLog returns the access log of the proxy: each field the parameters set, else the

@@ -77,3 +77,32 @@ func TestAccessLogArgs(t *testing.T) {
 		})
 	}
 }
+
+// Tests the tracing flags of a proxy: none when neither the operator nor the parameters trace,
+// the parameters' tracing replacing the default whole, and a sampling fraction as a ratio.
+func TestTracingArgs(t *testing.T) {
+	t.Parallel()
+	httpProto := ptr.To(v1alpha1.TracingProtocolHTTP)
+	def := &v1alpha1.Tracing{Endpoint: "http://collector.observability:4317", SamplingFraction: &v1alpha1.SamplingFraction{Numerator: 1, Denominator: 1000}}
+	params := &v1alpha1.Tracing{Endpoint: "https://otel.example.com/v1/traces", Protocol: httpProto}
+	cases := []struct {
+		name             string
+		defaults, params *v1alpha1.Tracing
+		want             []string
+	}{
+		{"off", nil, nil, nil},
+		{"the default", def, nil, []string{"--tracing-endpoint=http://collector.observability:4317", "--tracing-sampling-ratio=0.001"}},
+		{"the parameters replace the default", def, params, []string{"--tracing-endpoint=https://otel.example.com/v1/traces", "--tracing-protocol=http/protobuf"}},
+		{"a percent", nil, &v1alpha1.Tracing{Endpoint: "http://c:4317", SamplingFraction: &v1alpha1.SamplingFraction{Numerator: 25, Denominator: 100}},
+			[]string{"--tracing-endpoint=http://c:4317", "--tracing-sampling-ratio=0.25"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m := Model{Defaults: Defaults{Tracing: c.defaults}, Params: v1alpha1.CoxswainGatewayParametersSpec{Tracing: c.params}}
+			if got := tracingArgs(m.tracing()); !slices.Equal(got, c.want) {
+				t.Errorf("args %q, want %q", got, c.want)
+			}
+		})
+	}
+}

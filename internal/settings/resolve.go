@@ -57,6 +57,9 @@ func overlayProxy(s *Settings, p *v1alpha1.ProxyDefaults) {
 	if p.AccessLog != nil {
 		s.ProxyAccessLog = p.AccessLog.DeepCopy()
 	}
+	if p.Tracing != nil {
+		s.ProxyTracing = p.Tracing.DeepCopy()
+	}
 	if p.AllowedImages != nil {
 		s.AllowedProxyImages = slices.Clone(p.AllowedImages)
 	}
@@ -100,6 +103,7 @@ func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 		ProxyServiceType:      s.ProxyServiceType,
 		ProxyHTTP1Engine:      s.ProxyHTTP1Engine,
 		ProxyAccessLog:        s.ProxyAccessLog.DeepCopy(),
+		ProxyTracing:          s.ProxyTracing.DeepCopy(),
 		EndpointSlices:        s.EndpointSlices,
 	}
 }

@@ -63,6 +63,8 @@ type Settings struct {
 	// ProxyAccessLog is the access log format and fields of provisioned proxies; the proxy's
 	// defaults when nil.
 	ProxyAccessLog *v1alpha1.AccessLog
+	// ProxyTracing is where provisioned proxies send their request spans; off when nil.
+	ProxyTracing *v1alpha1.Tracing
 	// AllowedProxyImages are the images (exact, or a prefix ending with "*") a Gateway's own
 	// parameters may name; a GatewayClass's parameters may name any.
 	AllowedProxyImages []string

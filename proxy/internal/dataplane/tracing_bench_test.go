@@ -6,6 +6,7 @@ import (
 	"net"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
@@ -14,6 +15,12 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/tracing"
 )
+
+// discardExporter takes batches of spans and drops them.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
 // discardCollector accepts OTLP exports and keeps nothing.
 type discardCollector struct {
@@ -42,13 +49,15 @@ func BenchmarkServeTracing(b *testing.B) {
 	b.Cleanup(srv.Stop)
 	endpoint := "http://" + ln.Addr().String()
 	cases := []struct {
-		name  string
-		ratio float64
-		on    bool
+		name     string
+		ratio    float64
+		on       bool
+		exporter sdktrace.SpanExporter
 	}{
-		{"tracing=off", 0, false},
-		{"tracing=on,ratio=0", 0, true},
-		{"tracing=on,ratio=1", 1, true},
+		{"tracing=off", 0, false, nil},
+		{"tracing=on,ratio=0", 0, true, nil},
+		{"tracing=on,ratio=1,export=none", 1, true, discardExporter{}},
+		{"tracing=on,ratio=1", 1, true, nil},
 	}
 	for _, e := range http1.Engines {
 		for _, tc := range cases {
@@ -58,7 +67,7 @@ func BenchmarkServeTracing(b *testing.B) {
 					Forward: forward.Options{MaxRequestsPerConnection: math.MaxInt32},
 				}
 				if tc.on {
-					tr, err := tracing.New(tracing.Options{Endpoint: endpoint, Protocol: tracing.ProtocolGRPC, SamplingRatio: tc.ratio})
+					tr, err := tracing.New(tracing.Options{Endpoint: endpoint, Protocol: tracing.ProtocolGRPC, SamplingRatio: tc.ratio, Exporter: tc.exporter})
 					if err != nil {
 						b.Fatal(err)
 					}

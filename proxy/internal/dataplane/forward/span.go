@@ -13,9 +13,13 @@ import (
 
 // startSpan starts the request's server span, as the caller's child when its traceparent is
 // valid, with what is known before routing: OpenTelemetry's HTTP server attributes and the
-// request ID.
+// request ID, set only on a span that is recorded (the sampler looks at none).
 func (x *exchange) startSpan() {
 	r := x.r
+	x.span = x.h.opts.Tracer.Start(r.Header, r.Method, x.start)
+	if !x.span.IsRecording() {
+		return
+	}
 	attrs := []attribute.KeyValue{
 		attribute.String("http.request.method", r.Method),
 		attribute.String("url.path", r.URL.Path),
@@ -28,13 +32,17 @@ func (x *exchange) startSpan() {
 	if x.requestID != "" {
 		attrs = append(attrs, attribute.String("coxswain.request_id", x.requestID))
 	}
-	x.span = x.h.opts.Tracer.Start(r.Header, r.Method, x.start, attrs...)
+	x.span.SetAttributes(attrs...)
 }
 
 // endSpan names the span after its route ("GET ns/route/rule/match") and ends it with what the
 // request became: its Gateway and route, the backend address and status, the retries, and why
 // the proxy chose the status when it did.
 func (x *exchange) endSpan(status int) {
+	if !x.span.IsRecording() {
+		x.span.End()
+		return
+	}
 	attrs := make([]attribute.KeyValue, 0, 8)
 	if x.vhost != nil {
 		gateway, port := listenerGateway(x.vhost.Listener)
@@ -63,6 +71,9 @@ func (x *exchange) endSpan(status int) {
 // retryEvent records on the span that attempt (1 for the first retry) is sent, and what the
 // previous attempt got: a status, or an error.
 func (x *exchange) retryEvent(attempt int, resp *http.Response, err error) {
+	if !x.span.IsRecording() {
+		return
+	}
 	attrs := []attribute.KeyValue{attribute.Int("coxswain.retry.attempt", attempt)}
 	if resp != nil {
 		attrs = append(attrs, attribute.Int("coxswain.retry.previous_status_code", resp.StatusCode))

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -51,10 +52,12 @@ type Options struct {
 	// QueueSize bounds the spans waiting for export; spans beyond it are dropped, never
 	// waited for on the request path. DefaultQueueSize when zero.
 	QueueSize int
+	// DroppedSpans, when set, counts the spans dropped because the queue was full.
+	DroppedSpans prometheus.Counter
+	// Exporter, when set, takes the batches instead of an OTLP exporter of Endpoint (which is
+	// then only checked): for benchmarks that count the proxy's part alone.
+	Exporter sdktrace.SpanExporter
 }
-
-// DefaultQueueSize is the spans that may wait for export.
-const DefaultQueueSize = 2048
 
 // Check refuses options New would refuse, without connecting anywhere.
 func (o *Options) Check() error {
@@ -89,12 +92,14 @@ func New(opts Options) (*Tracer, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	var exp sdktrace.SpanExporter
+	exp := opts.Exporter
 	var err error
 	ctx := context.Background()
-	if opts.Protocol == ProtocolGRPC {
+	switch {
+	case exp != nil:
+	case opts.Protocol == ProtocolGRPC:
 		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(opts.Endpoint))
-	} else {
+	default:
 		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(opts.Endpoint))
 	}
 	if err != nil {
@@ -108,7 +113,7 @@ func New(opts Options) (*Tracer, error) {
 	provider := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(opts.SamplingRatio))),
-		sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(queue), sdktrace.WithBatchTimeout(time.Second)),
+		sdktrace.WithSpanProcessor(newBatcher(exp, queue, opts.DroppedSpans)),
 	)
 	return &Tracer{provider: provider, tracer: provider.Tracer("coxswain.dev/coxswain/proxy")}, nil
 }
@@ -124,9 +129,9 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 // Start starts the server span of a request received with header h (its traceparent and
 // tracestate, when valid, make the span the caller's child), named after method until the
 // route is known.
-func (t *Tracer) Start(h http.Header, method string, at time.Time, attrs ...attribute.KeyValue) trace.Span {
+func (t *Tracer) Start(h http.Header, method string, at time.Time) trace.Span {
 	ctx := t.prop.Extract(context.Background(), propagation.HeaderCarrier(h))
-	_, span := t.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(at), trace.WithAttributes(attrs...))
+	_, span := t.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(at))
 	return span
 }
 
