@@ -229,6 +229,7 @@ const (
 	foreignSARefused  = "a proxy pod of a ServiceAccount off the allowlist is refused at bootstrap with a BootstrapRejected event"
 	foreignScope      = "a proxy with Gateway A's token asking for Gateway B's scope is refused that scope"
 	rotationUnderLoad = "SVIDs rotate twice under load without failing a request"
+	requestTraced     = "a request with a client's traceparent through a traced dedicated proxy reaches the backend under the proxy's span, which the collector receives"
 )
 
 // TestCluster runs the scenarios in order on the cluster. Each one creates what it needs and
@@ -259,6 +260,7 @@ func TestCluster(t *testing.T) {
 		{foreignSARefused, s.foreignServiceAccountRefused},
 		{foreignScope, s.foreignScopeRefused},
 		{rotationUnderLoad, s.rotationUnderLoad},
+		{requestTraced, s.requestTraced},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			begin := time.Now()

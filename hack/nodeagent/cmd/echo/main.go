@@ -27,6 +27,10 @@ func main() {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = fmt.Fprintf(w, "echo: pod %s in namespace %s got %s %s%s\n", pod, ns, r.Method, r.Host, r.URL.RequestURI())
+		// The trace context it was given, for the tests that follow a trace through a proxy.
+		if tp := r.Header.Get("Traceparent"); tp != "" {
+			_, _ = fmt.Fprintf(w, "traceparent: %s\n", tp)
+		}
 	})
 	if err := serve(&http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
