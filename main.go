@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,10 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +33,7 @@ import (
 	"coxswain.dev/coxswain/controllers"
 	"coxswain.dev/coxswain/discovery/buildinfo"
 	snapcache "coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/discovery/tracing"
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/discoveryserver"
 	"coxswain.dev/coxswain/internal/graph"
@@ -51,7 +57,43 @@ type options struct {
 	settings       *settings.Flags
 	limits         *discoveryserver.Limits
 	zap            zap.Options
+	tracing        tracingFlags
 	version        bool
+}
+
+// tracingFlags say where the operator's rebuild spans go; tracing is off without an endpoint.
+// The names and meanings are the proxy's flags'.
+type tracingFlags struct {
+	endpoint, protocol string
+	ratio              float64
+}
+
+func (t *tracingFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.endpoint, "tracing-endpoint", "",
+		"OTLP collector URL that rebuild spans are exported to: http://host:port (plaintext) or https://host:port (TLS, system roots); tracing is off when empty.")
+	fs.StringVar(&t.protocol, "tracing-protocol", tracing.ProtocolGRPC, "OTLP protocol of --tracing-endpoint: "+tracing.ProtocolGRPC+" or "+tracing.ProtocolHTTP+".")
+	fs.Float64Var(&t.ratio, "tracing-sampling-ratio", 1, "Share of the rebuilds traced, 0 to 1.")
+}
+
+// newTracer returns the operator's tracer, nil when tracing is off.
+func (t *tracingFlags) newTracer() (*tracing.Tracer, error) {
+	if t.endpoint == "" {
+		return nil, nil
+	}
+	attrs := []attribute.KeyValue{}
+	if pod := os.Getenv("POD_NAME"); pod != "" {
+		attrs = append(attrs, attribute.String("k8s.pod.name", pod), attribute.String("service.instance.id", pod))
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		attrs = append(attrs, attribute.String("k8s.namespace.name", ns))
+	}
+	tr, err := tracing.New(tracing.Options{
+		ServiceName: tracing.ServiceController, Endpoint: t.endpoint, Protocol: t.protocol, SamplingRatio: t.ratio, Attributes: attrs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--tracing-*: %w", err)
+	}
+	return tr, nil
 }
 
 func main() {
@@ -83,6 +125,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 		"The operator's own ServiceAccount: its SPIFFE ID is in the discovery serving certificate.")
 	o.settings = settings.RegisterFlags(fs, os.LookupEnv)
 	o.limits = discoveryserver.RegisterLimitFlags(fs)
+	o.tracing.register(fs)
 	o.zap.BindFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "Print the version and revision, and exit.")
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag
@@ -142,7 +185,18 @@ func run(o *options) error {
 	if err := cfg.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up CoxswainConfig controller: %w", err)
 	}
-	if err := setupGatewayAPI(mgr, o, store, board, isLeader, elected); err != nil {
+	tracer, err := o.tracing.newTracer()
+	if err != nil {
+		return err
+	}
+	if tracer != nil {
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = tracer.Shutdown(ctx)
+		}()
+	}
+	if err := setupGatewayAPI(mgr, o, store, board, isLeader, elected, tracer); err != nil {
 		return err
 	}
 	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("discovery", discoveryServing(board))); err != nil {
@@ -164,7 +218,7 @@ func cacheOptions(namespace string) cache.Options {
 // setupGatewayAPI wires the control channel: the discovery CA, trust bundle and listeners, and
 // the translation pipeline whose snapshots the stream listener serves and whose scope authority
 // decides which proxy may subscribe to which Gateway.
-func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board *readiness.Board, isLeader func() bool, elected <-chan struct{}) error {
+func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board *readiness.Board, isLeader func() bool, elected <-chan struct{}, tracer *tracing.Tracer) error {
 	snapshots := snapcache.New(nil)
 	authority := scopeauth.New(
 		scopeauth.ServiceAccount{Namespace: o.namespace, Name: wellknown.SharedProxyServiceAccount},
@@ -176,6 +230,12 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 	if err != nil {
 		return err
 	}
+	var rebuildTracer trace.Tracer
+	var onConverged func(snapcache.Scope, *snapcache.Snapshot, time.Time)
+	if tracer != nil {
+		rebuildTracer = tracer.Tracer()
+		onConverged = rebuild.TraceConvergence(rebuildTracer)
+	}
 	disc, err := discoveryserver.Setup(mgr, discoveryserver.SetupOptions{
 		Namespace:      o.namespace,
 		PodName:        os.Getenv("POD_NAME"),
@@ -186,6 +246,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		Snapshots:      snapshots,
 		Scopes:         authority,
 		OnAnswer:       pipeline.Answered,
+		OnConverged:    onConverged,
 		Limits:         *o.limits,
 	})
 	if err != nil {
@@ -211,6 +272,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 		Debouncer:       rebuild.NewDebouncer(rebuild.DefaultInterval, nil),
 		Elected:         elected,
 		SettingsChanged: store.Subscribe(),
+		Tracer:          rebuildTracer,
 	}
 	if err := gw.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up Gateway API controller: %w", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -46,6 +47,8 @@ type GatewayAPIReconciler struct {
 	Cache     client.Reader
 	Pipeline  *rebuild.Pipeline
 	Debouncer *rebuild.Debouncer
+	// Tracer, when set, traces every rebuild: a span with its trigger and a child per step.
+	Tracer trace.Tracer
 	// Elected closes when this replica becomes the leader (mgr.Elected()); a rebuild follows so
 	// the new leader writes status at once. Nil when not needed.
 	Elected <-chan struct{}
@@ -85,7 +88,9 @@ func (r *GatewayAPIReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (c
 	}
 	r.refs.Loaded(in.State)
 	in.ChangedAt = since
-	res, err := r.Pipeline.Rebuild(ctx, in)
+	tctx, span := rebuild.StartRebuild(ctx, r.Tracer, trigger, since)
+	res, err := r.Pipeline.Rebuild(tctx, in)
+	rebuild.EndRebuild(span, res, err)
 	r.Debouncer.Cost(time.Since(start))
 	if r.afterRebuild != nil {
 		r.afterRebuild(in, res, err)

@@ -126,7 +126,7 @@ func (r *Runner) streamServer(td spiffeid.TrustDomain, cfg listenConfig, certs t
 		MaxConnections: r.opts.Limits.MaxConnections, MaxConnectionsPerSource: r.opts.Limits.MaxConnectionsPerSource,
 		BusyHandshakeTimeout: r.opts.Limits.BusyHandshakeTimeout, MaxInFlightBytesPerIdentity: r.opts.Limits.MaxInFlightBytesPerIdentity,
 		InstallNamespace: r.opts.Namespace, Registerer: r.opts.Registerer, Logger: r.log.WithName("stream"),
-		OnAnswer: r.opts.OnAnswer,
+		OnAnswer: r.opts.OnAnswer, OnConverged: r.opts.OnConverged,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("stream service: %w", err)

@@ -62,6 +62,9 @@ type Options struct {
 	// OnAnswer, when set, is the stream listener's stream.Config.OnAnswer: it hears, and must
 	// not block, whenever what Proxies returns for a scope may have changed.
 	OnAnswer func(cache.Scope)
+	// OnConverged, when set, is the stream listener's stream.Config.OnConverged: it hears each
+	// version every live stream of its scope acknowledged.
+	OnConverged func(scope cache.Scope, snap *cache.Snapshot, lastAck time.Time)
 	// Host is the address to listen on, all interfaces when empty.
 	Host string
 	// Limits are the listeners' connection and memory limits; zero fields take their defaults.

@@ -3,6 +3,7 @@ package discoveryserver
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -34,6 +35,9 @@ type SetupOptions struct {
 	Scopes    stream.ScopeAuthority
 	// OnAnswer is Options.OnAnswer: it hears when a proxy answers a snapshot.
 	OnAnswer func(cache.Scope)
+	// OnConverged is Options.OnConverged: it hears when a version reached every proxy of its
+	// scope.
+	OnConverged func(scope cache.Scope, snap *cache.Snapshot, lastAck time.Time)
 	// Host is the listen address, all interfaces when empty.
 	Host string
 	// Limits are the listeners' connection and memory limits (RegisterLimitFlags).
@@ -82,7 +86,7 @@ func Setup(mgr manager.Manager, o SetupOptions) (*Components, error) {
 		Authenticator: auth,
 		Allowlist:     c.Allowlist,
 		Reporter:      identity.NewReporter(recorder, identity.ControllerReference(o.Namespace, o.PodName, o.ConfigName)),
-		Snapshots:     o.Snapshots, Scopes: o.Scopes, OnAnswer: o.OnAnswer, Host: o.Host, Limits: o.Limits,
+		Snapshots:     o.Snapshots, Scopes: o.Scopes, OnAnswer: o.OnAnswer, OnConverged: o.OnConverged, Host: o.Host, Limits: o.Limits,
 		Registerer: crmetrics.Registry, Logger: log,
 	})
 	if err != nil {

@@ -177,7 +177,7 @@ func BenchmarkRouteEdit(b *testing.B) {
 		i := 0
 		before := cpuTime(b)
 		for b.Loop() {
-			if _, err := p.publish(encoded[i%2], nil, time.Time{}); err != nil {
+			if _, err := p.publish(context.Background(), encoded[i%2], nil, time.Time{}); err != nil {
 				b.Fatal(err)
 			}
 			i++

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/stream"
 	"coxswain.dev/coxswain/internal/graph"
@@ -120,14 +123,25 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	if p.SharedPoolLimits != nil {
 		opts.MaxSharedGatewaysPerNamespace, opts.MaxSharedPortsPerNamespace = p.SharedPoolLimits()
 	}
+	_, span := phase(ctx, "graph")
 	changes := p.inc.prepare(in.State, opts)
 	opts.Rules = p.inc.rules
 	g := graph.Build(in.State, opts)
+	span.SetAttributes(attribute.Int("coxswain.gateways", len(g.Gateways)))
+	span.End()
+	_, span = phase(ctx, "compile")
 	encoded, failed := p.inc.encode(g, changes, p.scopeHook)
 	p.inc.seen = p.inc.seen.update(in.State, opts, changes)
+	span.SetAttributes(attribute.Int("coxswain.scopes", len(encoded)), attribute.Int("coxswain.scopes_failed", len(failed)))
+	span.End()
 	p.Metrics.observeFailures(failed)
+	_, span = phase(ctx, "authority")
 	authorityChanged := p.Authority.Update(g)
-	res, err := p.publish(encoded, failed, in.ChangedAt)
+	span.End()
+	_, span = phase(ctx, "publish")
+	res, err := p.publish(ctx, encoded, failed, in.ChangedAt)
+	span.SetAttributes(attribute.Int("coxswain.scopes_changed", len(res.Changed)), attribute.Int("coxswain.scopes_removed", len(res.Removed)))
+	span.End()
 	res.AuthorityChanged = authorityChanged
 	if err != nil {
 		return res, err
@@ -148,7 +162,10 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 		l.offer(in.State, g)
 		return res, nil
 	}
+	_, span = phase(ctx, "status")
 	res.StatusWritten, err = p.Status.Write(ctx, in.State, g)
+	span.SetAttributes(attribute.Int("coxswain.status_written", res.StatusWritten))
+	span.End()
 	if err != nil {
 		return res, fmt.Errorf("write status: %w", err)
 	}
@@ -157,9 +174,13 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 
 // publish sets the snapshot of every scope encoded anew in the cache and deletes the scopes set
 // before but served no more. A scope whose encoding is the one already published costs nothing
-// (its version was not computed again either); a scope that failed keeps what it had.
-func (p *Pipeline) publish(encoded []scopeEncoding, failed []ScopeFailure, changedAt time.Time) (Result, error) {
+// (its version was not computed again either); a scope that failed keeps what it had. When ctx
+// carries a recording span (the rebuild's), each new snapshot keeps it, so that its convergence
+// is traced under it, and the span gets an event per version published.
+func (p *Pipeline) publish(ctx context.Context, encoded []scopeEncoding, failed []ScopeFailure, changedAt time.Time) (Result, error) {
 	res := Result{Failed: failed}
+	rebuildSpan := trace.SpanFromContext(ctx)
+	traced := rebuildSpan.IsRecording()
 	if p.scopes == nil {
 		p.scopes = map[cache.Scope]bool{}
 	}
@@ -179,6 +200,9 @@ func (p *Pipeline) publish(encoded []scopeEncoding, failed []ScopeFailure, chang
 		}
 		p.scopes[e.Scope] = true
 		e.Snapshot.SetChangedAt(changedAt)
+		if traced {
+			e.Snapshot.SetTraceContext(ctx)
+		}
 		changed, err := p.Cache.SetSnapshot(e.Scope, e.Snapshot)
 		if err != nil {
 			return res, fmt.Errorf("set snapshot of %s: %w", e.Scope, err)
@@ -190,6 +214,11 @@ func (p *Pipeline) publish(encoded []scopeEncoding, failed []ScopeFailure, chang
 			}
 			res.Versions[e.Scope] = e.Version
 			p.Metrics.observeSnapshot(e.Scope, e.Resources)
+			if traced {
+				rebuildSpan.AddEvent("published", trace.WithAttributes(
+					attribute.String("coxswain.scope", e.Scope.String()), attribute.String("coxswain.version", e.Version),
+				))
+			}
 		}
 	}
 	for _, f := range failed {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -30,6 +31,9 @@ type Snapshot struct {
 	// changedAt is when the controller saw the earliest object change this version includes;
 	// zero when unknown.
 	changedAt time.Time
+	// trace is the context of the work that made this version (the controller's rebuild span),
+	// nil when none.
+	trace     context.Context
 	resources []*discoveryv1.Resource
 	digests   map[string]digest
 	// size is the size of the full snapshot's encoding.
@@ -115,6 +119,15 @@ func (s *Snapshot) ChangedAt() time.Time { return s.changedAt }
 // controller's watch event), for the change-to-convergence latency. Call it before the snapshot
 // is given to the cache.
 func (s *Snapshot) SetChangedAt(t time.Time) { s.changedAt = t }
+
+// TraceContext returns the context SetTraceContext recorded, nil when none: what the spans of
+// this version's delivery are children of.
+func (s *Snapshot) TraceContext() context.Context { return s.trace }
+
+// SetTraceContext records the context of the work that made this version (it carries the
+// controller's rebuild span), so that its convergence can be traced under it. Call it before
+// the snapshot is given to the cache.
+func (s *Snapshot) SetTraceContext(ctx context.Context) { s.trace = ctx }
 
 // Resources returns the resources sorted by key. Callers must not modify them.
 func (s *Snapshot) Resources() []*discoveryv1.Resource { return slices.Clone(s.resources) }

@@ -13,8 +13,9 @@ import (
 // converges when every stream still connected has acknowledged it. A version superseded before
 // that, or that a live proxy refuses, is not observed.
 type convergence struct {
-	// observe receives each converged version and when its last stream acknowledged it.
-	observe func(snap *cache.Snapshot, lastAck time.Time)
+	// observe receives each converged version, its scope and when its last stream
+	// acknowledged it.
+	observe func(scope cache.Scope, snap *cache.Snapshot, lastAck time.Time)
 
 	mu     sync.Mutex
 	scopes map[cache.Scope]*progress
@@ -24,6 +25,7 @@ type convergence struct {
 
 // progress is the convergence of one scope.
 type progress struct {
+	scope cache.Scope
 	// streams counts the live streams of the scope.
 	streams int
 	// snap is the version followed, nil until the scope's first acknowledgement; acked counts
@@ -35,7 +37,7 @@ type progress struct {
 	done    bool
 }
 
-func newConvergence(observe func(snap *cache.Snapshot, lastAck time.Time)) *convergence {
+func newConvergence(observe func(scope cache.Scope, snap *cache.Snapshot, lastAck time.Time)) *convergence {
 	return &convergence{observe: observe, scopes: make(map[cache.Scope]*progress), held: make(map[*session]*cache.Snapshot)}
 }
 
@@ -45,7 +47,7 @@ func (c *convergence) join(sess *session) {
 	defer c.mu.Unlock()
 	p := c.scopes[sess.scope]
 	if p == nil {
-		p = &progress{}
+		p = &progress{scope: sess.scope}
 		c.scopes[sess.scope] = p
 	}
 	p.streams++
@@ -100,5 +102,5 @@ func (c *convergence) check(p *progress) {
 		return
 	}
 	p.done = true
-	c.observe(p.snap, p.lastAck)
+	c.observe(p.scope, p.snap, p.lastAck)
 }

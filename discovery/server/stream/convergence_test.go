@@ -83,7 +83,7 @@ func TestConvergence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var got []time.Duration
-			c := newConvergence(func(snap *cache.Snapshot, lastAck time.Time) { got = append(got, lastAck.Sub(snap.CreatedAt())) })
+			c := newConvergence(func(_ cache.Scope, snap *cache.Snapshot, lastAck time.Time) { got = append(got, lastAck.Sub(snap.CreatedAt())) })
 			sessions := map[string]*session{}
 			for _, step := range tc.steps {
 				f := strings.Fields(step)
@@ -272,5 +272,39 @@ func TestChangeConvergenceFromTheObjectChange(t *testing.T) {
 		if sum := mf.GetMetric()[0].GetHistogram().GetSampleSum(); sum < ago.Seconds() || sum > ago.Seconds()+60 {
 			t.Errorf("change to convergence = %.1fs, want about %.0fs", sum, ago.Seconds())
 		}
+	}
+}
+
+// Tests that OnConverged hears each converged version with its scope and the time of the last
+// acknowledgement, once, beside the convergence histogram.
+func TestOnConvergedHearsEachConvergedVersion(t *testing.T) {
+	t.Parallel()
+	type heard struct {
+		scope   cache.Scope
+		version string
+		lastAck time.Time
+	}
+	got := make(chan heard, 4)
+	e := newEnv(t, func(c *Config) {
+		c.OnConverged = func(scope cache.Scope, snap *cache.Snapshot, lastAck time.Time) {
+			got <- heard{scope, snap.Version(), lastAck}
+		}
+	})
+	e.set(t, webScope, map[string]string{"a": "1"})
+	p := e.subscribe(t, webID, "web-0", webScope)
+	s := p.mustRecv()
+	p.ack(s)
+	select {
+	case h := <-got:
+		if h.scope != webScope || h.version != e.cache.Get(webScope).Version() || h.lastAck.Before(e.cache.Get(webScope).CreatedAt()) {
+			t.Errorf("heard %+v, want scope %s version %s acknowledged after its Set", h, webScope, e.cache.Get(webScope).Version())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnConverged never called")
+	}
+	select {
+	case h := <-got:
+		t.Errorf("heard %+v again", h)
+	case <-time.After(100 * time.Millisecond):
 	}
 }

@@ -100,7 +100,7 @@ func (c *sizeCollector) Collect(ch chan<- prometheus.Metric) {
 // observeConvergence records a version that every live stream of its scope acknowledged, the
 // last of them at lastAck: from its Set in the cache and, when the controller recorded it, from
 // the object change it includes.
-func (m *metrics) observeConvergence(snap *cache.Snapshot, lastAck time.Time) {
+func (m *metrics) observeConvergence(_ cache.Scope, snap *cache.Snapshot, lastAck time.Time) {
 	m.convergence.Observe(lastAck.Sub(snap.CreatedAt()).Seconds())
 	if changed := snap.ChangedAt(); !changed.IsZero() {
 		m.changeConvergence.Observe(lastAck.Sub(changed).Seconds())

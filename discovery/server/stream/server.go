@@ -85,6 +85,11 @@ type Config struct {
 	// the stream's goroutine and must not block (signal a channel that coalesces, for example):
 	// a stream never waits for its consumer.
 	OnAnswer func(scope cache.Scope)
+	// OnConverged, when set, is called with each version that every live stream of its scope
+	// acknowledged, and when the last of them did (what coxswain_discovery_convergence_seconds
+	// observes). It runs on the goroutine of the stream whose acknowledgement or departure
+	// completed it, under the convergence lock, and must not block.
+	OnConverged func(scope cache.Scope, snap *cache.Snapshot, lastAck time.Time)
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	Logger     logr.Logger
@@ -159,7 +164,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	converge := newConvergence(m.observeConvergence)
+	observe := m.observeConvergence
+	if hook := cfg.OnConverged; hook != nil {
+		observe = func(scope cache.Scope, snap *cache.Snapshot, lastAck time.Time) {
+			m.observeConvergence(scope, snap, lastAck)
+			hook(scope, snap, lastAck)
+		}
+	}
+	converge := newConvergence(observe)
 	return &Server{
 		cache: cfg.Cache, scopes: cfg.Scopes, installNamespace: cfg.InstallNamespace,
 		subscribeTimeout: cfg.SubscribeTimeout, limits: lim, log: cfg.Logger, now: cfg.Now, metrics: m, converge: converge, health: newHealth(),

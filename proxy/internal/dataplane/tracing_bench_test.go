@@ -13,7 +13,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
-	"coxswain.dev/coxswain/proxy/internal/dataplane/tracing"
+	"coxswain.dev/coxswain/discovery/tracing"
 )
 
 // discardExporter takes batches of spans and drops them.

@@ -18,7 +18,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
-	"coxswain.dev/coxswain/proxy/internal/dataplane/tracing"
+	"coxswain.dev/coxswain/discovery/tracing"
 )
 
 // collector is an OTLP/gRPC trace collector that keeps the spans it receives.
@@ -165,7 +165,7 @@ func TestTracingContinuesTheClientsTrace(t *testing.T) {
 	if s.GetStatus().GetCode() == tracev1.Status_STATUS_CODE_ERROR {
 		t.Error("a 200 marked as an error")
 	}
-	if coll.attrs["service.name"] != tracing.ServiceName {
+	if coll.attrs["service.name"] != tracing.ServiceProxy {
 		t.Errorf("resource %v", coll.attrs)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/metrics"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
-	"coxswain.dev/coxswain/proxy/internal/dataplane/tracing"
+	"coxswain.dev/coxswain/discovery/tracing"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 

@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"coxswain.dev/coxswain/proxy/internal/dataplane/tracing"
+	"coxswain.dev/coxswain/discovery/tracing"
 )
 
 // startSpan starts the request's server span, as the caller's child when its traceparent is

@@ -1,5 +1,6 @@
-// Package tracing holds the proxy's OpenTelemetry tracing: a server span per request, exported
-// over OTLP to a collector, and the W3C Trace Context its backends get.
+// Package tracing holds the OpenTelemetry tracing of Coxswain's binaries: a tracer exporting
+// over OTLP to a collector through a bounded list, and, for the proxy, a server span per request
+// and the W3C Trace Context its backends get.
 package tracing
 
 import (
@@ -33,11 +34,16 @@ const (
 	HeaderTracestate  = "Tracestate"
 )
 
-// ServiceName is the service.name of the proxy's spans.
-const ServiceName = "coxswain-proxy"
+// Service names of the spans of Coxswain's binaries.
+const (
+	ServiceProxy      = "coxswain-proxy"
+	ServiceController = "coxswain-controller"
+)
 
 // Options say where spans go and which requests get one.
 type Options struct {
+	// ServiceName is the service.name of the spans; ServiceProxy when empty.
+	ServiceName string
 	// Endpoint is the collector's OTLP URL: http://host:port for plaintext, https://host:port
 	// for TLS verified against the system roots. For ProtocolHTTP a path may follow (the
 	// default is /v1/traces).
@@ -109,14 +115,22 @@ func New(opts Options) (*Tracer, error) {
 	if queue <= 0 {
 		queue = DefaultQueueSize
 	}
-	res := resource.NewSchemaless(append([]attribute.KeyValue{attribute.String("service.name", ServiceName)}, opts.Attributes...)...)
+	service := opts.ServiceName
+	if service == "" {
+		service = ServiceProxy
+	}
+	res := resource.NewSchemaless(append([]attribute.KeyValue{attribute.String("service.name", service)}, opts.Attributes...)...)
 	provider := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(opts.SamplingRatio))),
 		sdktrace.WithSpanProcessor(newBatcher(exp, queue, opts.DroppedSpans)),
 	)
-	return &Tracer{provider: provider, tracer: provider.Tracer("coxswain.dev/coxswain/proxy")}, nil
+	return &Tracer{provider: provider, tracer: provider.Tracer("coxswain.dev/coxswain/" + service)}, nil
 }
+
+// Tracer returns the tracer that starts spans of the binary's own work (the controller's
+// rebuilds, say).
+func (t *Tracer) Tracer() trace.Tracer { return t.tracer }
 
 // Shutdown exports the spans still queued, within ctx, and stops the tracer.
 func (t *Tracer) Shutdown(ctx context.Context) error {
