@@ -107,10 +107,14 @@ func TestTheAPIServerRejectsInvalidFields(t *testing.T) {
 		{"a tracing endpoint without a scheme", tracing(map[string]any{"endpoint": "collector:4317"}), "spec.proxy.tracing.endpoint"},
 		{"a tracing endpoint with a query", tracing(map[string]any{"endpoint": "http://collector:4318/v1/traces?x=1"}), "spec.proxy.tracing.endpoint"},
 		{"an unknown tracing protocol", tracing(map[string]any{"endpoint": "http://c:4317", "protocol": "thrift"}), "spec.proxy.tracing.protocol"},
-		{"a sampling fraction over one", tracing(map[string]any{"endpoint": "http://c:4317", "samplingFraction": map[string]any{"numerator": 101}}),
-			"numerator must not exceed denominator"},
-		{"a sampling fraction over zero", tracing(map[string]any{"endpoint": "http://c:4317", "samplingFraction": map[string]any{"numerator": 1, "denominator": 0}}),
-			"spec.proxy.tracing.samplingFraction.denominator"},
+		{
+			"a sampling fraction over one", tracing(map[string]any{"endpoint": "http://c:4317", "samplingFraction": map[string]any{"numerator": 101}}),
+			"numerator must not exceed denominator",
+		},
+		{
+			"a sampling fraction over zero", tracing(map[string]any{"endpoint": "http://c:4317", "samplingFraction": map[string]any{"numerator": 1, "denominator": 0}}),
+			"spec.proxy.tracing.samplingFraction.denominator",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" is rejected", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"coxswain.dev/coxswain/discovery/tracing"
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/proxy/internal/admin"
 	"coxswain.dev/coxswain/proxy/internal/agent"
@@ -20,7 +21,6 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
-	"coxswain.dev/coxswain/discovery/tracing"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 

@@ -23,13 +23,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"coxswain.dev/coxswain/discovery/buildinfo"
+	"coxswain.dev/coxswain/discovery/tracing"
 	"coxswain.dev/coxswain/proxy/internal/admin"
 	"coxswain.dev/coxswain/proxy/internal/agent"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
-	"coxswain.dev/coxswain/discovery/tracing"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 	"coxswain.dev/coxswain/proxy/internal/health"
 )

@@ -93,8 +93,10 @@ func TestTracingArgs(t *testing.T) {
 		{"off", nil, nil, nil},
 		{"the default", def, nil, []string{"--tracing-endpoint=http://collector.observability:4317", "--tracing-sampling-ratio=0.001"}},
 		{"the parameters replace the default", def, params, []string{"--tracing-endpoint=https://otel.example.com/v1/traces", "--tracing-protocol=http/protobuf"}},
-		{"a percent", nil, &v1alpha1.Tracing{Endpoint: "http://c:4317", SamplingFraction: &v1alpha1.SamplingFraction{Numerator: 25, Denominator: 100}},
-			[]string{"--tracing-endpoint=http://c:4317", "--tracing-sampling-ratio=0.25"}},
+		{
+			"a percent", nil, &v1alpha1.Tracing{Endpoint: "http://c:4317", SamplingFraction: &v1alpha1.SamplingFraction{Numerator: 25, Denominator: 100}},
+			[]string{"--tracing-endpoint=http://c:4317", "--tracing-sampling-ratio=0.25"},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -83,7 +83,9 @@ func TestConvergence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var got []time.Duration
-			c := newConvergence(func(_ cache.Scope, snap *cache.Snapshot, lastAck time.Time) { got = append(got, lastAck.Sub(snap.CreatedAt())) })
+			c := newConvergence(func(_ cache.Scope, snap *cache.Snapshot, lastAck time.Time) {
+				got = append(got, lastAck.Sub(snap.CreatedAt()))
+			})
 			sessions := map[string]*session{}
 			for _, step := range tc.steps {
 				f := strings.Fields(step)

@@ -10,10 +10,10 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
+	"coxswain.dev/coxswain/discovery/tracing"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
-	"coxswain.dev/coxswain/discovery/tracing"
 )
 
 // discardExporter takes batches of spans and drops them.

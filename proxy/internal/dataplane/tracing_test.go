@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/tracing"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
-	"coxswain.dev/coxswain/discovery/tracing"
 )
 
 // collector is an OTLP/gRPC trace collector that keeps the spans it receives.

@@ -11,10 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"coxswain.dev/coxswain/discovery/tracing"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/metrics"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
-	"coxswain.dev/coxswain/discovery/tracing"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
 )
 

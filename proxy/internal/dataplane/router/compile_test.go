@@ -114,11 +114,13 @@ func TestCompileRefuses(t *testing.T) {
 			snaptest.Listener("ns/gw", 443, discoveryv1.Protocol_PROTOCOL_HTTPS,
 				&discoveryv1.VirtualHost{Name: "https", Certificates: []string{"ns/missing"}}),
 		}},
-		{"a TLS passthrough virtual host with certificates", []proto.Message{cert,
+		{"a TLS passthrough virtual host with certificates", []proto.Message{
+			cert,
 			snaptest.Listener("ns/gw", 443, discoveryv1.Protocol_PROTOCOL_TLS_PASSTHROUGH,
 				&discoveryv1.VirtualHost{Name: "tls", Certificates: []string{"ns/cert"}}),
 		}},
-		{"a TCP virtual host with certificates", []proto.Message{cert,
+		{"a TCP virtual host with certificates", []proto.Message{
+			cert,
 			snaptest.Listener("ns/gw", 9000, discoveryv1.Protocol_PROTOCOL_TCP,
 				&discoveryv1.VirtualHost{Name: "tcp", Certificates: []string{"ns/cert"}}),
 		}},
