@@ -148,12 +148,6 @@ type fleetClient struct {
 func newFleet(t *testing.T, c *benchChild) *fleet {
 	ctx, cancel := context.WithCancel(t.Context())
 	f := &fleet{t: t, c: c, ctx: ctx, failures: map[string]int{}}
-	if os.Getenv("COXSWAIN_BENCH_CLIENT_STATIC_WINDOW") != "" {
-		// What fixed receive windows in discovery/client would save: no BDP ping from the
-		// client on every snapshot, which the server answers with one more write.
-		f.dial = []grpc.DialOption{grpc.WithStaticStreamWindowSize(1 << 20), grpc.WithStaticConnWindowSize(1 << 20)}
-		t.Log("clients with fixed receive windows of 1 MiB (COXSWAIN_BENCH_CLIENT_STATIC_WINDOW)")
-	}
 	f.generation.Store(1)
 	t.Cleanup(func() {
 		cancel()
@@ -332,8 +326,7 @@ func (r fanout) String() string {
 // agents' CPU included since they share the cores) and to the return of each send in the server
 // (publish-to-send: the server's own fan-out, which waits on the agents only through the CPU
 // they take). With COXSWAIN_BENCH_PIN=1 the server process runs on CPU 0 and this process on
-// CPU 1, so that neither takes the other's core. With COXSWAIN_BENCH_CLIENT_STATIC_WINDOW=1 the
-// clients fix their receive windows (no BDP pings), which discovery/client does not do.
+// CPU 1, so that neither takes the other's core.
 func TestBenchFanoutPerStream(t *testing.T) {
 	skipUnlessBench(t)
 	few := benchInt(t, "COXSWAIN_BENCH_FEW", 100)
