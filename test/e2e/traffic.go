@@ -34,6 +34,22 @@ func NewClient(addr string, fresh bool) *Client {
 	return &Client{addr: addr, http: &http.Client{Transport: transport, Timeout: 5 * time.Second}}
 }
 
+// NewH2CClient returns a client of addr that speaks HTTP/2 without TLS, with prior knowledge,
+// over one connection it keeps (a new one when the server closes it).
+func NewH2CClient(addr string) *Client {
+	dialer := &net.Dialer{Timeout: 2 * time.Second}
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	transport := &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, addr)
+		},
+		Protocols: &protocols,
+	}
+	return &Client{addr: addr, http: &http.Client{Transport: transport, Timeout: 5 * time.Second}}
+}
+
 // Response is a status code and body.
 type Response struct {
 	Code int

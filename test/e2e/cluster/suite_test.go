@@ -230,6 +230,7 @@ const (
 	foreignScope      = "a proxy with Gateway A's token asking for Gateway B's scope is refused that scope"
 	rotationUnderLoad = "SVIDs rotate twice under load without failing a request"
 	requestTraced     = "a request with a client's traceparent through a traced dedicated proxy reaches the backend under the proxy's span, which the collector receives"
+	rollouts          = "a rolling restart of the shared pool and an operator rollout of a dedicated proxy, under HTTP/1.1 and h2c load, fail no request"
 )
 
 // TestCluster runs the scenarios in order on the cluster. Each one creates what it needs and
@@ -261,6 +262,7 @@ func TestCluster(t *testing.T) {
 		{foreignScope, s.foreignScopeRefused},
 		{rotationUnderLoad, s.rotationUnderLoad},
 		{requestTraced, s.requestTraced},
+		{rollouts, s.rolloutsUnderLoad},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			begin := time.Now()
