@@ -13,9 +13,10 @@ import (
 )
 
 // resolveTLS checks the TLS settings of an HTTPS listener, or of a TLS listener in Terminate
-// mode, and resolves its certificateRefs on behalf of from, the object that holds the listener (its Gateway or ListenerSet): refs default
-// to its namespace and cross-namespace refs need a ReferenceGrant from its kind. Any unusable
-// reference leaves the listener accepted but not programmed.
+// mode, and resolves its certificateRefs on behalf of from, the object that holds the listener
+// (its Gateway or ListenerSet): refs default to its namespace and cross-namespace refs need a
+// ReferenceGrant from its kind. Any unusable reference leaves the listener accepted but not
+// programmed.
 func (b *builder) resolveTLS(l *Listener, from reference) {
 	cfg := l.source.TLS
 	if cfg == nil || (cfg.Mode != nil && *cfg.Mode != gwapiv1.TLSModeTerminate) {
