@@ -93,9 +93,18 @@ func (s *Stream) open(ctx context.Context, cfg StreamConfig) error {
 		return err
 	}
 	s.stream = stream
-	return stream.Send(&discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Subscribe{
+	err = stream.Send(&discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Subscribe{
 		Subscribe: &discoveryv1.Subscribe{WireVersion: discoveryv1.WireVersion, NodeId: cfg.NodeID, Scope: cfg.Scope},
 	}})
+	if errors.Is(err, io.EOF) {
+		// The server ended the stream before the subscription went out (a refusal it sends at
+		// once, such as a wire version it does not speak): its status says why, and Recv
+		// returns it.
+		if _, rerr := stream.Recv(); rerr != nil {
+			return rerr
+		}
+	}
+	return err
 }
 
 // Recv waits for the next snapshot. Its error carries the server's gRPC status.
