@@ -60,24 +60,13 @@ type options struct {
 	version        bool
 }
 
-// tracingFlags say where the operator's rebuild spans go; tracing is off without an endpoint.
-// The names and meanings are the proxy's flags'.
-type tracingFlags struct {
-	endpoint, protocol string
-	ratio              float64
-}
+// tracingFlags are the shared --tracing-* flags, for the operator's rebuild spans.
+type tracingFlags struct{ tracing.Flags }
 
-func (t *tracingFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.endpoint, "tracing-endpoint", "",
-		"OTLP collector URL that rebuild spans are exported to: http://host:port (plaintext) or https://host:port (TLS, system roots); tracing is off when empty.")
-	fs.StringVar(&t.protocol, "tracing-protocol", tracing.ProtocolGRPC, "OTLP protocol of --tracing-endpoint: "+tracing.ProtocolGRPC+" or "+tracing.ProtocolHTTP+".")
-	fs.Float64Var(&t.ratio, "tracing-sampling-ratio", 1, "Share of the rebuilds traced, 0 to 1.")
-}
-
-// newTracer returns the operator's tracer, nil when tracing is off.
 func (t *tracingFlags) newTracer() (*tracing.Tracer, error) {
-	if t.endpoint == "" {
-		return nil, nil
+	opts, on, err := t.Options(tracing.ServiceController)
+	if !on || err != nil {
+		return nil, err
 	}
 	attrs := []attribute.KeyValue{}
 	if pod := os.Getenv("POD_NAME"); pod != "" {
@@ -86,9 +75,8 @@ func (t *tracingFlags) newTracer() (*tracing.Tracer, error) {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		attrs = append(attrs, attribute.String("k8s.namespace.name", ns))
 	}
-	tr, err := tracing.New(tracing.Options{
-		ServiceName: tracing.ServiceController, Endpoint: t.endpoint, Protocol: t.protocol, SamplingRatio: t.ratio, Attributes: attrs,
-	})
+	opts.Attributes = attrs
+	tr, err := tracing.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("--tracing-*: %w", err)
 	}
@@ -124,7 +112,7 @@ func parseFlags(fs *flag.FlagSet, args []string) *options {
 		"The operator's own ServiceAccount: its SPIFFE ID is in the discovery serving certificate.")
 	o.settings = settings.RegisterFlags(fs, os.LookupEnv)
 	o.limits = discoveryserver.RegisterLimitFlags(fs)
-	o.tracing.register(fs)
+	o.tracing.Register(fs, "rebuild spans")
 	o.zap.BindFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "Print the version and revision, and exit.")
 	_ = fs.Parse(args) // flag.ExitOnError: Parse exits on a bad flag

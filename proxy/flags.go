@@ -102,35 +102,18 @@ func (a *accessLog) check() error {
 	return nil
 }
 
-// tracingFlags say where the proxy's request spans go; tracing is off without an endpoint.
+// tracingFlags are the shared --tracing-* flags; check sets opts, its Endpoint empty when
+// tracing is off.
 type tracingFlags struct {
-	endpoint string
-	protocol string
-	ratio    float64
-	// opts is set by check, with Endpoint empty when tracing is off.
+	tracing.Flags
 	opts tracing.Options
-}
-
-// register adds the tracing flags to fs.
-func (t *tracingFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&t.endpoint, "tracing-endpoint", "",
-		"OTLP collector URL that request spans are exported to: http://host:port (plaintext) or https://host:port (TLS, system roots); tracing is off when empty. "+
-			"The client's traceparent and tracestate reach the backend either way.")
-	fs.StringVar(&t.protocol, "tracing-protocol", tracing.ProtocolGRPC, "OTLP protocol of --tracing-endpoint: "+tracing.ProtocolGRPC+" or "+tracing.ProtocolHTTP+".")
-	fs.Float64Var(&t.ratio, "tracing-sampling-ratio", 1,
-		"Share of the traces that start at the proxy that are recorded, 0 to 1; a request whose traceparent carries the caller's decision follows it.")
 }
 
 // check refuses a bad endpoint, protocol or ratio when tracing is on.
 func (t *tracingFlags) check() error {
-	if t.endpoint == "" {
-		return nil
-	}
-	t.opts = tracing.Options{Endpoint: t.endpoint, Protocol: t.protocol, SamplingRatio: t.ratio}
-	if err := t.opts.Check(); err != nil {
-		return fmt.Errorf("--tracing-*: %w", err)
-	}
-	return nil
+	opts, _, err := t.Options(tracing.ServiceProxy)
+	t.opts = opts
+	return err
 }
 
 // adminPort is where the read-only admin port listens and who may use it.
@@ -305,7 +288,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.UintVar(&o.portOffset, "port-offset", 0,
 		"Added to every Gateway listener port when binding, for a proxy that may not bind ports under 1024.")
 	o.accessLog.register(fs)
-	o.tracing.register(fs)
+	o.tracing.Register(fs, "request spans")
 	fs.BoolVar(&o.pprof, "pprof", false,
 		"Serve runtime profiles under /debug/pprof/ on the health address, unauthenticated and reachable from the pod network; --admin-pprof serves them on the admin address instead.")
 	o.admin.register(fs)

@@ -1,6 +1,7 @@
 package dataplane_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -121,9 +122,9 @@ func TestTLSTerminateRefusals(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	d := start(t, dataplane.Options{Registerer: reg, Listener: listener.Options{HeaderReadTimeout: 300 * time.Millisecond}})
-	rec := &acceptCounter{}
-	backendAddr := rec.listen(t)
-	proxy, _ := terminatePort(t, d, backendAddr, backendAddr, nil)
+	// A backend that counts the connections it gets and closes them.
+	rec := newRawBackend(t, func(*rawBackend, *bufio.Reader, net.Conn) {})
+	proxy, _ := terminatePort(t, d, rec.addr(), rec.addr(), nil)
 
 	t.Run("a hello, then silence", func(t *testing.T) {
 		c, _ := rawConn(t, proxy)
@@ -157,12 +158,8 @@ func TestTLSTerminateRefusals(t *testing.T) {
 		})
 	})
 	t.Run("a client that does not trust the certificate", func(t *testing.T) {
-		other, _ := snaptest.Certificate(t, "ns/other", "tls.example.com")
-		otherLeaf, err := tls.X509KeyPair(other.GetCertificateChainPem(), other.GetPrivateKeyPem())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := dialTerminated(t, proxy, "tls.example.com", mustLeaf(t, otherLeaf)); err == nil {
+		_, otherLeaf := snaptest.Certificate(t, "ns/other", "tls.example.com")
+		if _, err := dialTerminated(t, proxy, "tls.example.com", otherLeaf); err == nil {
 			t.Fatal("a client trusting another certificate completed the handshake")
 		}
 		eventually(t, "handshake_failed counted", func() bool {
@@ -182,15 +179,12 @@ func TestTLSTerminateRefusals(t *testing.T) {
 			t.Fatalf("handshake: %v", err)
 		}
 		// The proxy dials once the client is known: the connection then ends unanswered.
-		_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if n, err := io.Copy(io.Discard, tc); n != 0 || isTimeout(err) {
-			t.Fatalf("read %d bytes, %v; want the connection closed", n, err)
-		}
+		expectClosed(t, tc, 5*time.Second)
 		eventually(t, "backend_unavailable counted", func() bool {
 			return metricValue(t, reg, "coxswain_proxy_passthrough_connections_total", "backend_unavailable") == 1
 		})
 	})
-	if got := rec.count(); got != 0 {
+	if got := rec.conns.Load(); got != 0 {
 		t.Errorf("the backend was connected to %d times, want never", got)
 	}
 	if got := metricSum(t, reg, "coxswain_proxy_passthrough_connections_total", "outcome", "forwarded"); got != 0 {
@@ -233,10 +227,7 @@ func TestTLSTerminateReencryptsForBackendTLSPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatalf("handshake with the proxy: %v", err)
 		}
-		_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if n, err := io.Copy(io.Discard, tc); n != 0 || isTimeout(err) {
-			t.Fatalf("read %d bytes, %v; want the connection closed", n, err)
-		}
+		expectClosed(t, tc, 5*time.Second)
 		eventually(t, "backend_unavailable counted", func() bool {
 			return metricValue(t, reg, "coxswain_proxy_passthrough_connections_total", "backend_unavailable") == 1
 		})
@@ -275,79 +266,23 @@ func TestPassthroughPortTurningMixedKeepsItsConnections(t *testing.T) {
 	}
 }
 
-// acceptCounter is a backend that counts the connections it accepts and closes them.
-type acceptCounter struct {
-	accepted chan struct{}
-}
-
-func (a *acceptCounter) listen(t *testing.T) string {
-	t.Helper()
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	a.accepted = make(chan struct{}, 1024)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			a.accepted <- struct{}{}
-			_ = c.Close()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-func (a *acceptCounter) count() int { return len(a.accepted) }
-
 // tlsEchoBackend serves TLS with cert, reports each handshake's state on served (when it has
-// room) and answers every line with "echo <line>".
+// room) and answers what it reads first with "echo " and those bytes.
 func tlsEchoBackend(t *testing.T, cert tls.Certificate, served chan<- tls.ConnectionState) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { _ = c.Close() }()
-				tc := c.(*tls.Conn)
-				_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
-				if tc.HandshakeContext(context.Background()) != nil {
-					return
-				}
-				select {
-				case served <- tc.ConnectionState():
-				default:
-				}
-				buf := make([]byte, 4096)
-				n, _ := tc.Read(buf)
-				_, _ = io.WriteString(tc, "echo "+string(buf[:n]))
-			}()
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return newRawBackend(t, func(_ *rawBackend, _ *bufio.Reader, c net.Conn) {
+		tc := tls.Server(c, cfg)
+		_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+		if tc.HandshakeContext(context.Background()) != nil {
+			return
 		}
-	}()
-	return ln.Addr().String()
-}
-
-func mustLeaf(t *testing.T, c tls.Certificate) *x509.Certificate {
-	t.Helper()
-	l, err := x509.ParseCertificate(c.Certificate[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+		select {
+		case served <- tc.ConnectionState():
+		default:
+		}
+		buf := make([]byte, 4096)
+		n, _ := tc.Read(buf)
+		_, _ = io.WriteString(tc, "echo "+string(buf[:n]))
+	}).addr()
 }

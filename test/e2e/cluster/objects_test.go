@@ -67,6 +67,11 @@ func (s *suite) waitServing(ctx context.Context, name, host string, timeout time
 	if err := s.ensureGateway(ctx, name, host); err != nil {
 		return "", err
 	}
+	return s.waitGatewayServing(ctx, name, host, timeout)
+}
+
+// waitGatewayServing waits until host answers through the Gateway's address and returns it.
+func (s *suite) waitGatewayServing(ctx context.Context, name, host string, timeout time.Duration) (string, error) {
 	var addr string
 	err := e2e.Poll(ctx, timeout, 250*time.Millisecond, func(ctx context.Context) error {
 		ip, err := s.gatewayAddress(ctx, name)
@@ -74,8 +79,7 @@ func (s *suite) waitServing(ctx context.Context, name, host string, timeout time
 			return err
 		}
 		addr = net.JoinHostPort(ip, strconv.Itoa(listenerPort))
-		c := e2e.NewClient(addr, true)
-		resp, err := c.Get(ctx, host, "/ready")
+		resp, err := e2e.NewClient(addr, true).Get(ctx, host, "/ready")
 		if err != nil {
 			return err
 		}

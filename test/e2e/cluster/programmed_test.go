@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -116,23 +115,7 @@ func (s *suite) ensureProgrammedGateway(ctx context.Context) (string, error) {
 // waitServingHost waits until the test's Gateway answers host from the echo backend, and
 // returns its address.
 func (s *suite) waitServingHost(ctx context.Context, host string, timeout time.Duration) (string, error) {
-	var addr string
-	err := e2e.Poll(ctx, timeout, 250*time.Millisecond, func(ctx context.Context) error {
-		ip, err := s.gatewayAddress(ctx, gatewayP)
-		if err != nil {
-			return err
-		}
-		addr = net.JoinHostPort(ip, strconv.Itoa(listenerPort))
-		resp, err := e2e.NewClient(addr, true).Get(ctx, host, "/ready")
-		if err != nil {
-			return err
-		}
-		return checkEcho(host, "/ready")(resp)
-	})
-	if err != nil {
-		return "", fmt.Errorf("gateway %s/%s never served %s: %w", namespace, gatewayP, host, err)
-	}
-	return addr, nil
+	return s.waitGatewayServing(ctx, gatewayP, host, timeout)
 }
 
 // proxyStreamsFromLeader makes sure that the Gateway's Programmed condition is judged from its

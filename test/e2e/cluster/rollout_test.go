@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -154,27 +152,6 @@ func (s *suite) rolloutsUnderLoad(t *testing.T) {
 	checkNoFailure(t, loads[0], "the shared pool's rolling restart (HTTP/1.1 kept-alive, a connection per request, h2c)")
 	checkNoFailure(t, loads[1], "the operator's rollout of the dedicated proxy (HTTP/1.1 kept-alive, a connection per request, h2c)")
 	loads = nil
-}
-
-// waitGatewayServing waits until host answers through the Gateway's address and returns it.
-func (s *suite) waitGatewayServing(ctx context.Context, name, host string, timeout time.Duration) (string, error) {
-	var addr string
-	err := e2e.Poll(ctx, timeout, 250*time.Millisecond, func(ctx context.Context) error {
-		ip, err := s.gatewayAddress(ctx, name)
-		if err != nil {
-			return err
-		}
-		addr = net.JoinHostPort(ip, strconv.Itoa(listenerPort))
-		resp, err := e2e.NewClient(addr, true).Get(ctx, host, "/ready")
-		if err != nil {
-			return err
-		}
-		return checkEcho(host, "/ready")(resp)
-	})
-	if err != nil {
-		return "", fmt.Errorf("gateway %s/%s never served %s: %w", namespace, name, host, err)
-	}
-	return addr, nil
 }
 
 // podUIDs returns the UIDs of the pods of a Deployment (by its selector), terminating ones
