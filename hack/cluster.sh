@@ -4,9 +4,11 @@
 # config/default as `make deploy` would, all inside fresh user, network, PID and mount
 # namespaces whose network has no route out. See docs/local-cluster.md ("Run the cluster").
 #
-#   hack/cluster.sh run [--images FILE] [--overlay NAME] [--wait none|operator|pool] [--] [CMD ARG...]
-#       Build what the cluster runs (static bin/coxswain, bin/coxswain-proxy, the node agent),
-#       start the cluster, deploy Coxswain and wait until it is ready; then run CMD inside the
+#   hack/cluster.sh run [--images FILE] [--overlay NAME] [--from DIR] [--wait none|operator|pool] [--] [CMD ARG...]
+#       Build what the cluster runs (the release images of the operator and the proxy for this
+#       machine's platform, as make release builds them, into bin/cluster/release; the node
+#       agent), start the cluster with a registry inside serving those images, deploy Coxswain
+#       pinned to them and wait until it is ready; then run CMD inside the
 #       cluster's namespaces with KUBECONFIG set and exit with its status after tearing
 #       everything down, or, without CMD, stay up until Ctrl-C.
 #       --images FILE adds `IMAGE PATH` lines to the node's image map (paths relative to FILE's
@@ -14,10 +16,13 @@
 #       (the default) waits for the shared proxy pool too, --wait none only until the manifests
 #       are applied (for an operator that cannot turn Ready, as external-ca without its Secret).
 #       --overlay NAME deploys config/overlays/NAME instead of config/default.
+#       --from DIR deploys an earlier release instead: its kustomize tree DIR/src/config and its
+#       images DIR/release (hack/upgrade-from.sh prepares both); this tree's release is then
+#       served too and given to CMD as the release to upgrade to (COXSWAIN_UPGRADE_MANIFEST).
 #   hack/cluster.sh exec [--] [CMD ARG...]
 #       Run CMD (default: bash) inside the running cluster's namespaces, KUBECONFIG set.
 #
-# State: bin/cluster/ (admin.kubeconfig, cluster.pid, images.txt, logs/ of every component).
+# State: bin/cluster/ (admin.kubeconfig, cluster.pid, images.txt, release/, logs/ of every component).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
 
@@ -43,17 +48,24 @@ build() {
 	kustomize="${root}/bin/kustomize-$(awk '$1 == "KUSTOMIZE_VERSION" { print $3 }' Makefile)"
 	mkdir -p "${state}/bin"
 	export CGO_ENABLED=0
-	# -trimpath as make build and make release build them: one compile of every package.
-	go build -trimpath -o bin/coxswain .
-	(cd proxy && go build -trimpath -o ../bin/coxswain-proxy .)
+	# The images the release ships, for this machine only: the same binaries (stamped, -trimpath),
+	# the same layers and configuration, by the same program as make release.
+	make -s release-tool >/dev/null
+	local revision
+	revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- 2>/dev/null || echo -dirty)"
+	bin/release images --revision "${revision}" --source-date-epoch "$(git log -1 --format=%ct 2>/dev/null || echo 0)" \
+		--root "${root}" --out "${state}/release" 2>"${state}/release.log" || {
+		cat "${state}/release.log" >&2
+		exit 1
+	}
 	(cd hack/nodeagent && go build -o "${state}/bin/nodeagent" . &&
 		go build -o "${state}/bin/cluster" ./cmd/cluster &&
 		go build -o "${state}/bin/echo" ./cmd/echo)
-	say "built bin/coxswain, bin/coxswain-proxy, the node agent and the sample echo server (CoreDNS: bin/coredns)"
+	say "built the release images (bin/cluster/release), the node agent and the sample echo server (CoreDNS: bin/coredns)"
 }
 
 cmd_run() {
-	local args=() kustomize pid
+	local args=() kustomize pid from=""
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--images)
@@ -74,6 +86,11 @@ cmd_run() {
 		--overlay=*)
 			args+=("$1")
 			shift
+			;;
+		--from)
+			[[ $# -ge 2 ]] || usage
+			from="$(cd "$2" && pwd)"
+			shift 2
 			;;
 		--wait)
 			[[ $# -ge 2 ]] || usage
@@ -102,10 +119,13 @@ cmd_run() {
 	fi
 	build
 	cd "${root}"
+	local deploy=(--config="${root}/config" --release="${state}/release")
+	if [[ -n "${from}" ]]; then
+		deploy=(--config="${from}/src/config" --release="${from}/release" --next-config="${root}/config" --next-release="${state}/release")
+	fi
 	exec "${state}/bin/cluster" run \
 		--state="${state}" --assets="${root}/bin/k8s" --agent="${state}/bin/nodeagent" --coredns="${root}/bin/coredns" \
-		--kustomize="${kustomize}" --config="${root}/config" \
-		--operator-binary="${root}/bin/coxswain" --proxy-binary="${root}/bin/coxswain-proxy" \
+		--kustomize="${kustomize}" "${deploy[@]}" \
 		--image="coxswain.dev/echo:dev=${state}/bin/echo" \
 		"${args[@]}" -- "$@"
 }

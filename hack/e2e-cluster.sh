@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs the end-to-end suite on the local cluster (test/e2e/cluster): the test binary is compiled
 # here, where the Go module proxy is reachable, and run by hack/cluster.sh inside the cluster's
-# namespaces, where nothing is. Two clusters, each started and torn down by hack/cluster.sh:
-# config/default for TestCluster, then config/overlays/external-ca, without its CA Secret, for
-# TestExternalCA. `make test-e2e` and `make test` run it.
+# namespaces, where nothing is. Three clusters, each started and torn down by hack/cluster.sh:
+# config/default for TestCluster; config/overlays/external-ca, without its CA Secret, for
+# TestExternalCA; and the release of hack/upgrade-from (hack/upgrade-from.sh builds it) for
+# TestUpgrade, which upgrades it to this tree under load. `make test-e2e` and `make test` run it.
 #
-#   hack/e2e-cluster.sh                                   # both clusters
+#   hack/e2e-cluster.sh                                   # every cluster
 #   hack/e2e-cluster.sh --only default                    # only the config/default cluster
 #   hack/e2e-cluster.sh --only external-ca                # only the external-ca cluster
+#   hack/e2e-cluster.sh --only upgrade                    # only the upgrade cluster
 #   hack/e2e-cluster.sh --only default -test.run 'TestCluster/.*outage'   # the rest goes to the test binary
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/go-toolchain.sh"
@@ -16,13 +18,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
 only=""
 if [[ "${1:-}" == "--only" ]]; then
-	only="${2:?--only needs default or external-ca}"
+	only="${2:?--only needs default, external-ca or upgrade}"
 	shift 2
 fi
 case "${only}" in
-"" | default | external-ca) ;;
+"" | default | external-ca | upgrade) ;;
 *)
-	echo "hack/e2e-cluster.sh: --only takes default or external-ca, not ${only}" >&2
+	echo "hack/e2e-cluster.sh: --only takes default, external-ca or upgrade, not ${only}" >&2
 	exit 2
 	;;
 esac

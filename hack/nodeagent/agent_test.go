@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +48,9 @@ type cluster struct {
 	agent    *exec.Cmd
 	done     chan error
 	agentLog string
+	// registry is the address of the registry serving registryName's images to the agent.
+	registry     string
+	stopRegistry func()
 }
 
 var (
@@ -94,9 +100,13 @@ func startCluster(ctx context.Context) (*cluster, error) {
 	if err := os.WriteFile(images, []byte(testImage+" "+os.Getenv(envServer)+"\n"), 0o600); err != nil {
 		return nil, errors.Join(err, cp.Stop())
 	}
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	c.registry, c.stopRegistry = reg.Listener.Addr().String(), reg.Close
 	if err := c.startAgent("--kubeconfig="+cp.Kubeconfig, "--node-name="+nodeName, "--images="+images,
+		"--registry="+registryName+"="+c.registry,
 		"--state-dir="+filepath.Join(dir, "state"), "--restart-backoff=500ms", "--lease-duration=20s", "-v",
 		"--kubelet-client-ca="+cp.CAFile, "--dns-server="+os.Getenv(envCoreDNS)); err != nil {
+		reg.Close()
 		return nil, errors.Join(err, cp.Stop())
 	}
 	return c, nil
@@ -140,6 +150,7 @@ func stopCluster() error {
 		data, _ := os.ReadFile(c.agentLog)
 		fmt.Fprintf(os.Stderr, "agent log:\n%s", data)
 	}
+	c.stopRegistry()
 	return errors.Join(agentErr, c.cp.Stop(), os.RemoveAll(c.dir))
 }
 

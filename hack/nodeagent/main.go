@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,6 +46,27 @@ type options struct {
 	serviceCIDR, lbPool, lbClass                                       string
 	restartBackoff, maxRestartBackoff, leaseDuration, volumeRefresh    time.Duration
 	verbose                                                            bool
+	registries                                                         mirrorList
+}
+
+// mirrorList is the repeatable --registry flag: NAME=HOST:PORT.
+type mirrorList map[string]string
+
+func (m *mirrorList) String() string { return fmt.Sprint(map[string]string(*m)) }
+
+func (m *mirrorList) Set(v string) error {
+	name, hostPort, ok := strings.Cut(v, "=")
+	if !ok || name == "" || hostPort == "" {
+		return fmt.Errorf("want NAME=HOST:PORT, got %q", v)
+	}
+	if _, _, err := net.SplitHostPort(hostPort); err != nil {
+		return fmt.Errorf("%q: %w", v, err)
+	}
+	if *m == nil {
+		*m = mirrorList{}
+	}
+	(*m)[name] = hostPort
+	return nil
 }
 
 func main() {
@@ -55,7 +77,8 @@ func main() {
 	hostname, _ := os.Hostname()
 	flag.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the API server (an identity that may bind pods and write Node and pod status)")
 	flag.StringVar(&o.nodeName, "node-name", hostname, "name of the Node to register")
-	flag.StringVar(&o.images, "images", "", "image map file: one `IMAGE PATH` pair a line (required)")
+	flag.StringVar(&o.images, "images", "", "image map file: one `IMAGE PATH` pair a line (required; may be empty)")
+	flag.Var(&o.registries, "registry", "NAME=HOST:PORT: pull the images named under registry NAME (coxswain.dev) from the registry at HOST:PORT, over plain HTTP, for the images the map does not name (repeatable)")
 	flag.StringVar(&o.stateDir, "state-dir", filepath.Join(os.TempDir(), "coxswain-node-agent"), "directory for pod roots, volumes and logs")
 	flag.StringVar(&o.podCIDR, "pod-cidr", "10.244.0.0/24", "IPv4 range of pod addresses; its first address goes on the bridge")
 	flag.StringVar(&o.bridge, "bridge", "cxbr0", "name of the bridge to create")
@@ -97,6 +120,12 @@ func run(o options) error {
 	images, err := image.Load(o.images)
 	if err != nil {
 		return err
+	}
+	var registry *image.Store
+	if len(o.registries) > 0 {
+		if registry, err = image.NewStore(filepath.Join(o.stateDir, "images"), o.registries); err != nil {
+			return err
+		}
 	}
 	prefix, err := netip.ParsePrefix(o.podCIDR)
 	if err != nil {
@@ -147,7 +176,7 @@ func run(o options) error {
 		o.apiServer = net.JoinHostPort(svcCfg.ServiceCIDR.Addr().Next().String(), "443")
 	}
 	pods := pod.New(client, pod.Config{
-		Node: o.nodeName, StateDir: o.stateDir, Self: self, Images: images, Network: network,
+		Node: o.nodeName, StateDir: o.stateDir, Self: self, Images: images, Registry: registry, Network: network,
 		RestartBackoff: o.restartBackoff, MaxRestartBackoff: o.maxRestartBackoff,
 		APIServer: o.apiServer, VolumeRefresh: o.volumeRefresh,
 		Nameserver: nameserver(o, network), ClusterDomain: o.clusterDomain,

@@ -11,14 +11,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/userns"
 )
 
 // The test runs inside private user, network and PID namespaces: outside, TestMain compiles
-// the agent and the test workload and re-executes this test binary under unshare; inside, it
+// the agent and the test workload and re-executes this test binary in new namespaces (as the
+// cluster command does: userns.Attrs); inside, it
 // brings the loopback up with the API server's address and checks that no route leads out.
 // Every pod and bridge address then lives in a namespace that cannot reach the host's network,
 // and the PID namespace takes every process of the test down with it.
@@ -32,14 +33,14 @@ const (
 	apiAddress = "198.18.0.1"
 )
 
-// unshareArgs: a user namespace mapping us to root, a network namespace with nothing but a
-// loopback, a PID namespace with a /proc of its own (the agent finds pod namespaces through
-// /proc/<pid>) in a mount namespace of its own; --kill-child ends the tree with unshare.
-var unshareArgs = []string{"--user", "--map-root-user", "--net", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child"}
-
 func TestMain(m *testing.M) {
 	if os.Getenv(envInNamespace) == "1" {
-		if err := setUpNamespace(context.Background()); err != nil {
+		// A /proc of its own: the agent finds pod namespaces through /proc/<pid>.
+		err := userns.MountProc()
+		if err == nil {
+			err = setUpNamespace(context.Background())
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -100,18 +101,18 @@ func enterNamespaces() int {
 		fmt.Fprintf(os.Stderr, "nodeagent test: %v\n", err)
 		return 1
 	}
-	cmd := exec.CommandContext(ctx, "unshare", slices.Concat(unshareArgs, []string{"--", self}, os.Args[1:])...)
+	cmd := exec.CommandContext(ctx, self, os.Args[1:]...)
 	cmd.Env = append(withoutProxySettings(os.Environ()), envInNamespace+"=1", envAgent+"="+agent,
 		envServer+"="+server, envAssets+"="+assets, envCoreDNS+"="+coredns, "TMPDIR="+tmp)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = userns.Attrs()
 	err = cmd.Run()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return exit.ExitCode()
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "nodeagent test: re-execute under unshare (needs util-linux and user namespaces): %v\n", err)
+		fmt.Fprintf(os.Stderr, "nodeagent test: re-execute in new namespaces (needs user namespaces): %v\n", err)
 		return 1
 	}
 	return 0

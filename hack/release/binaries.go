@@ -32,7 +32,7 @@ func binaryPath(out string, comp Component, p Platform) string {
 
 // buildBinaries cross-compiles every component for every platform as static binaries.
 func buildBinaries(ctx context.Context, c buildConfig) error {
-	for _, p := range Platforms {
+	for _, p := range c.Platforms {
 		for _, comp := range Components {
 			out, err := filepath.Abs(binaryPath(c.Out, comp, p))
 			if err != nil {

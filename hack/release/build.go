@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -106,8 +107,41 @@ func build(ctx context.Context, c buildConfig) error {
 	return nil
 }
 
+// ImagesFile is the list of images `release images` writes into its output directory.
+const ImagesFile = "images.json"
+
+// buildImagesOnly writes the stamped binaries and the images of c.Platforms into c.Out, and
+// images.json listing them as release.json does.
+func buildImagesOnly(ctx context.Context, c buildConfig) error {
+	start := time.Now()
+	if err := os.RemoveAll(c.Out); err != nil {
+		return fmt.Errorf("clear %s: %w", c.Out, err)
+	}
+	if err := buildBinaries(ctx, c); err != nil {
+		return err
+	}
+	if err := checkVersions(ctx, c); err != nil {
+		return err
+	}
+	images, err := buildImages(c)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(c.Out, ImagesFile), images); err != nil {
+		return err
+	}
+	for _, img := range images {
+		fmt.Fprintf(os.Stderr, "%s@%s sizes %v\n", img.Ref, img.Digest, img.Sizes)
+	}
+	fmt.Fprintf(os.Stderr, "images %s written to %s in %s\n", c.Version, c.Out, time.Since(start).Round(time.Second))
+	return nil
+}
+
 // buildImages builds and writes the OCI image layout of every component.
 func buildImages(c buildConfig) ([]ManifestImage, error) {
+	if len(c.Platforms) == 0 {
+		return nil, errors.New("no platform to build images for")
+	}
 	base, err := baseLayer(c.SourceDate)
 	if err != nil {
 		return nil, err
@@ -115,11 +149,11 @@ func buildImages(c buildConfig) ([]ManifestImage, error) {
 	var out []ManifestImage
 	for _, comp := range Components {
 		binaries := map[Platform]string{}
-		for _, p := range Platforms {
+		for _, p := range c.Platforms {
 			binaries[p] = binaryPath(c.Out, comp, p)
 		}
 		meta := imageMeta{Component: comp, Version: c.Version, Revision: c.Revision, Created: c.SourceDate}
-		idx, err := buildIndex(meta, binaries, base)
+		idx, err := buildIndex(meta, c.Platforms, binaries, base)
 		if err != nil {
 			return nil, err
 		}

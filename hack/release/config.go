@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +51,9 @@ type buildConfig struct {
 	Kustomize  string
 	Helm       string
 	SourceDate time.Time
+	// Platforms are the platforms built: every release platform for `build`, the ones asked
+	// for (this machine's by default) for `images`.
+	Platforms []Platform
 }
 
 // semver is the form a release version takes: v, three numbers, an optional pre-release.
@@ -74,7 +79,58 @@ func parseBuildFlags(args []string) (buildConfig, error) {
 		return c, fmt.Errorf("--source-date-epoch: %w", err)
 	}
 	c.SourceDate = time.Unix(secs, 0).UTC()
+	c.Platforms = Platforms
 	return c, c.validate()
+}
+
+// parseImagesFlags reads the flags of `release images`: the release's images for the platforms
+// asked for, without its manifests, chart and SBOMs, as the local cluster runs them.
+func parseImagesFlags(args []string) (buildConfig, error) {
+	var c buildConfig
+	var epoch, platforms string
+	fs := flag.NewFlagSet("images", flag.ContinueOnError)
+	fs.StringVar(&c.Version, "version", DevVersion, "Version stamped into the binaries and the images' tags.")
+	fs.StringVar(&c.Revision, "revision", "", "Commit the images are built from.")
+	fs.StringVar(&c.Registry, "registry", "coxswain.dev", "Registry (and path) the images are named under.")
+	fs.StringVar(&c.Root, "root", ".", "The repository's root directory.")
+	fs.StringVar(&c.Out, "out", "dist", "Output directory; replaced.")
+	fs.StringVar(&platforms, "platforms", runtime.GOOS+"/"+runtime.GOARCH, "Comma-separated OS/ARCH list, each one of the release's platforms.")
+	fs.StringVar(&epoch, "source-date-epoch", "0", "Unix time of every file and of the images' creation.")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	secs, err := strconv.ParseInt(epoch, 10, 64)
+	if err != nil {
+		return c, fmt.Errorf("--source-date-epoch: %w", err)
+	}
+	c.SourceDate = time.Unix(secs, 0).UTC()
+	if c.Platforms, err = parsePlatforms(platforms); err != nil {
+		return c, err
+	}
+	return c, c.validate()
+}
+
+// DevVersion is the version of images built from a working tree rather than for a release.
+const DevVersion = "v0.0.0-dev"
+
+// parsePlatforms reads OS/ARCH[,OS/ARCH...], each one of Platforms, in Platforms' order.
+func parsePlatforms(list string) ([]Platform, error) {
+	want := map[Platform]bool{}
+	for item := range strings.SplitSeq(list, ",") {
+		osName, arch, ok := strings.Cut(strings.TrimSpace(item), "/")
+		p := Platform{OS: osName, Arch: arch}
+		if !ok || !slices.Contains(Platforms, p) {
+			return nil, fmt.Errorf("--platforms: %q is not one of the release's platforms %v", item, Platforms)
+		}
+		want[p] = true
+	}
+	var out []Platform
+	for _, p := range Platforms {
+		if want[p] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 func (c buildConfig) validate() error {

@@ -84,3 +84,21 @@ func TestPinChartValues(t *testing.T) {
 		}
 	}
 }
+
+func TestParseImagesFlags(t *testing.T) {
+	c, err := parseImagesFlags([]string{"--revision", "abc", "--platforms", "linux/arm64,linux/amd64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Version != DevVersion || len(c.Platforms) != 2 || c.Platforms[0] != Platforms[0] {
+		t.Errorf("got version %s platforms %v, want %s and the release's order", c.Version, c.Platforms, DevVersion)
+	}
+	for _, bad := range []string{"linux/s390x", "linux", "", "linux/amd64,"} {
+		if _, err := parseImagesFlags([]string{"--revision", "abc", "--platforms", bad}); err == nil {
+			t.Errorf("--platforms %q accepted", bad)
+		}
+	}
+	if _, err := parseImagesFlags([]string{"--revision", "abc", "--version", "dev"}); err == nil {
+		t.Error("--version dev accepted: images carry a release version's form")
+	}
+}

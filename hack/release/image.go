@@ -165,10 +165,10 @@ func buildImage(m imageMeta, binary string, base v1.Layer) (v1.Image, error) {
 }
 
 // buildIndex assembles one image per platform into an OCI image index.
-func buildIndex(meta imageMeta, binaries map[Platform]string, base v1.Layer) (v1.ImageIndex, error) {
+func buildIndex(meta imageMeta, platforms []Platform, binaries map[Platform]string, base v1.Layer) (v1.ImageIndex, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	var adds []mutate.IndexAddendum
-	for _, p := range Platforms {
+	for _, p := range platforms {
 		m := meta
 		m.Platform = p
 		img, err := buildImage(m, binaries[p], base)

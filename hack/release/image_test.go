@@ -37,7 +37,7 @@ func testIndex(t *testing.T, comp Component) v1.ImageIndex {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx, err := buildIndex(imageMeta{Component: comp, Version: "v1.2.3", Revision: "0123abcd", Created: testDate}, fakeBinaries(t, comp), base)
+	idx, err := buildIndex(imageMeta{Component: comp, Version: "v1.2.3", Revision: "0123abcd", Created: testDate}, Platforms, fakeBinaries(t, comp), base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestImagesAreReproducible(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		idx, err := buildIndex(imageMeta{Component: comp, Version: "v1.2.3", Revision: "r", Created: testDate}, bins, base)
+		idx, err := buildIndex(imageMeta{Component: comp, Version: "v1.2.3", Revision: "r", Created: testDate}, Platforms, bins, base)
 		if err != nil {
 			t.Fatal(err)
 		}

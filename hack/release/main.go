@@ -2,6 +2,7 @@
 //
 //	release build --version v1.2.3 --revision <commit> --registry coxswain.dev --out dist
 //	release push  --dist dist [--registry R]
+//	release images --revision <commit> [--platforms linux/amd64] --out bin/cluster/release
 //
 // build cross-compiles the operator and the proxy as static binaries (CGO_ENABLED=0) for
 // linux/amd64 and linux/arm64, assembles them into OCI images with go-containerregistry (an OCI
@@ -9,7 +10,8 @@
 // each kustomize variant with the images pinned by digest, packages the Helm chart with the same
 // digests, writes a CycloneDX SBOM of each binary's Go modules, and lists every file's SHA-256 in
 // SHA256SUMS. push uploads the two image indexes and the chart (as a Helm OCI artifact) to a
-// registry. See docs/release.md.
+// registry. images builds only the images (this machine's platform by default), as the local
+// cluster runs them, and lists them in images.json. See docs/release.md.
 package main
 
 import (
@@ -30,7 +32,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: release build|push [flags]")
+		return errors.New("usage: release build|push|images [flags]")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -50,7 +52,13 @@ func run(args []string) error {
 			return err
 		}
 		return push(ctx, pushConfig{Dist: *dist, Registry: *registry, Insecure: *insecure})
+	case "images":
+		cfg, err := parseImagesFlags(args[1:])
+		if err != nil {
+			return err
+		}
+		return buildImagesOnly(ctx, cfg)
 	default:
-		return fmt.Errorf("unknown command %q: build or push", args[0])
+		return fmt.Errorf("unknown command %q: build, push or images", args[0])
 	}
 }

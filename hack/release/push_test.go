@@ -24,7 +24,7 @@ import (
 // registry reg.
 func testRelease(t *testing.T, reg string) (string, Manifest) {
 	t.Helper()
-	c := buildConfig{Version: "v1.2.3", Revision: "0123abcd", Registry: reg, Out: t.TempDir(), SourceDate: testDate}
+	c := buildConfig{Version: "v1.2.3", Revision: "0123abcd", Registry: reg, Out: t.TempDir(), SourceDate: testDate, Platforms: Platforms}
 	for _, comp := range Components {
 		for p, src := range fakeBinaries(t, comp) {
 			dst := binaryPath(c.Out, comp, p)

@@ -18,6 +18,7 @@ import (
 
 	"coxswain.dev/coxswain/hack/nodeagent/internal/controlplane"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/userns"
 )
 
 // cluster is what runs inside the namespaces.
@@ -28,15 +29,21 @@ type cluster struct {
 	cp         *controlplane.ControlPlane
 	client     kubernetes.Interface
 	agent      *exec.Cmd
-	agentDone  chan struct{} // closed when the agent has exited, with agentErr
+	registries map[string]string // registry name -> the cluster registry's address
+	registry   func() error      // stops the cluster's registry; nil when none runs
+	upgradeEnv []string          // what the command learns of the release to upgrade to
+	agentDone  chan struct{}     // closed when the agent has exited, with agentErr
 	agentErr   error
 }
 
-// inner runs inside the namespaces unshare made: it starts the cluster, deploys Coxswain, and
+// inner runs inside the namespaces outer made: it starts the cluster, deploys Coxswain, and
 // runs the command or waits for a signal; then it stops everything.
 func inner(o options) (int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	if err := userns.MountProc(); err != nil {
+		return 1, err
+	}
 	if err := checkNamespace(ctx); err != nil {
 		return 1, err
 	}
@@ -102,6 +109,11 @@ func (c *cluster) start(ctx context.Context) error {
 		return fmt.Errorf("write admin kubeconfig: %w", err)
 	}
 	progress("control plane ready: etcd, kube-apiserver (https://127.0.0.1:%d, advertised %s:%d), kube-controller-manager", apiPort, nodeAddress, apiPort)
+	if c.o.release != "" {
+		if err := c.startRegistry(ctx); err != nil {
+			return err
+		}
+	}
 	if err := c.startAgent(); err != nil {
 		return err
 	}
@@ -124,16 +136,64 @@ func (c *cluster) start(ctx context.Context) error {
 	return c.waitCoxswain(ctx)
 }
 
+// startRegistry serves the images of the release, and of the release to upgrade to when there
+// is one, from a registry on the cluster namespace's loopback.
+func (c *cluster) startRegistry(ctx context.Context) error {
+	releases := map[string]map[string]releaseImage{}
+	for _, dir := range []string{c.o.release, c.o.nextRelease} {
+		if dir == "" {
+			continue
+		}
+		images, err := readRelease(dir)
+		if err != nil {
+			return err
+		}
+		releases[dir] = images
+	}
+	log, err := os.Create(filepath.Join(c.logs, "registry.log"))
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	c.registries, c.registry, err = serveRegistry(ctx, releases, log)
+	if err != nil {
+		return errors.Join(err, log.Close())
+	}
+	stop := c.registry
+	c.registry = func() error { return errors.Join(stop(), log.Close()) }
+	for _, dir := range []string{c.o.release, c.o.nextRelease} {
+		if images, ok := releases[dir]; ok {
+			progress("registry %s serves %s (pushed in %s)", registryAddress, describeRelease(images), time.Since(began).Round(time.Millisecond))
+		}
+	}
+	if c.o.nextRelease != "" {
+		from, to := releases[c.o.release], releases[c.o.nextRelease]
+		c.upgradeEnv = []string{
+			"COXSWAIN_UPGRADE_MANIFEST=" + os.Getenv("COXSWAIN_CLUSTER_NEXT_MANIFEST"),
+			"COXSWAIN_UPGRADE_FROM_OPERATOR_IMAGE=" + from[operatorComponent].pinned(),
+			"COXSWAIN_UPGRADE_FROM_PROXY_IMAGE=" + from[proxyComponent].pinned(),
+			"COXSWAIN_UPGRADE_OPERATOR_IMAGE=" + to[operatorComponent].pinned(),
+			"COXSWAIN_UPGRADE_PROXY_IMAGE=" + to[proxyComponent].pinned(),
+		}
+	}
+	return nil
+}
+
 func (c *cluster) startAgent() error {
 	log, err := os.Create(filepath.Join(c.logs, "nodeagent.log"))
 	if err != nil {
 		return err
 	}
-	c.agent = exec.Command(c.o.agent, //nolint:gosec,noctx // our agent; stopped by SIGTERM in stop
-		"--kubeconfig="+c.kubeconfig, "--node-name="+nodeName,
-		"--images="+os.Getenv("COXSWAIN_CLUSTER_IMAGES"),
-		"--state-dir="+filepath.Join(os.TempDir(), "node"),
-		"--kubelet-client-ca="+c.cp.CAFile, "--dns-server="+c.o.coredns)
+	args := []string{
+		"--kubeconfig=" + c.kubeconfig, "--node-name=" + nodeName,
+		"--images=" + os.Getenv("COXSWAIN_CLUSTER_IMAGES"),
+		"--state-dir=" + filepath.Join(os.TempDir(), "node"),
+		"--kubelet-client-ca=" + c.cp.CAFile, "--dns-server=" + c.o.coredns,
+	}
+	for name, addr := range c.registries {
+		args = append(args, "--registry="+name+"="+addr)
+	}
+	c.agent = exec.Command(c.o.agent, args...) //nolint:gosec,noctx // our agent; stopped by SIGTERM in stop
 	c.agent.Stdout, c.agent.Stderr = log, log
 	// Its own process group: Ctrl-C reaches the command, and the agent stops in order.
 	c.agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -191,7 +251,7 @@ func (c *cluster) serve(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	cmd := exec.Command(c.o.cmd[0], c.o.cmd[1:]...) //nolint:gosec,noctx // the user's command; ends on its own or by the terminal's signal
-	cmd.Env = append(commandEnv(os.Environ(), c.o.assets), "KUBECONFIG="+c.kubeconfig)
+	cmd.Env = append(append(commandEnv(os.Environ(), c.o.assets), "KUBECONFIG="+c.kubeconfig), c.upgradeEnv...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	progress("running %s", strings.Join(c.o.cmd, " "))
 	if err := cmd.Start(); err != nil {
@@ -250,6 +310,9 @@ func (c *cluster) stop() error {
 			<-c.agentDone
 			errs = append(errs, errors.New("node agent did not stop within 30s of SIGTERM"))
 		}
+	}
+	if c.registry != nil {
+		errs = append(errs, c.registry())
 	}
 	if c.cp != nil {
 		errs = append(errs, c.cp.Stop())

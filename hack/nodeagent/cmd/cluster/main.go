@@ -4,9 +4,9 @@
 // the binaries and calls it; see docs/local-cluster.md ("Run the cluster").
 //
 // Outside, it renders the manifests (a copy of config/ with the images set), writes the agent's
-// image map and re-executes itself under
-// `unshare --user --map-root-user --net --pid --fork --mount --mount-proc --kill-child`,
-// recording the inner process in <state>/cluster.pid for `hack/cluster.sh exec`. Inside, it
+// image map and re-executes itself in new user, network, PID and mount namespaces (the user
+// namespace maps ids 0 to 65535 when root starts it, only its root otherwise), recording the
+// inner process in <state>/cluster.pid for `hack/cluster.sh exec`. Inside, it
 // refuses a network namespace with anything but a loopback or with a route out, starts the
 // servers and the agent, applies the manifests and waits until Coxswain is ready. The PID
 // namespace takes every process with it when the tree ends.
@@ -39,6 +39,8 @@ type options struct {
 	state, assets, agent, coredns, kustomize, config, overlay string
 	operatorImage, proxyImage                                 string
 	operatorBinary, proxyBinary                               string
+	release                                                   string
+	nextRelease, nextConfig                                   string
 	images                                                    stringList
 	extraImages                                               stringList
 	wait                                                      string
@@ -70,12 +72,19 @@ func main() {
 	fs.StringVar(&o.proxyImage, "proxy-image", "coxswain.dev/coxswain-proxy:dev", "proxy image, set as make deploy's PROXY_IMG")
 	fs.StringVar(&o.operatorBinary, "operator-binary", "bin/coxswain", "static binary the operator image maps to")
 	fs.StringVar(&o.proxyBinary, "proxy-binary", "bin/coxswain-proxy", "static binary the proxy image maps to")
+	fs.StringVar(&o.release, "release", "", "directory `release images` wrote (images.json, OCI layouts): the operator and proxy run from its images, pulled by the node from a registry inside the cluster, instead of the binaries of --operator-binary and --proxy-binary")
+	fs.StringVar(&o.nextRelease, "next-release", "", "directory of `release images` of the release to upgrade to: its images are served too, and the manifests of --next-config pinned to them are given to the command (COXSWAIN_UPGRADE_MANIFEST) with both releases' images (docs/local-cluster.md)")
+	fs.StringVar(&o.nextConfig, "next-config", "", "the kustomize tree of the release to upgrade to (with --next-release)")
 	fs.Var(&o.extraImages, "image", "IMAGE=PATH added to the image map (repeatable)")
 	fs.Var(&o.images, "images", "image map file whose `IMAGE PATH` lines are added, paths relative to its directory (repeatable)")
 	fs.StringVar(&o.wait, "wait", "pool", "wait before the command until the operator is Available (operator), also the shared proxy pool is Ready (pool), or not at all (none)")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long each wait may take")
 	_ = fs.Parse(os.Args[2:])
 	o.cmd = fs.Args()
+	if (o.nextRelease == "") != (o.nextConfig == "") || (o.nextRelease != "" && o.release == "") {
+		fmt.Fprintln(os.Stderr, "cluster: --next-release and --next-config go together, with --release")
+		os.Exit(2)
+	}
 	if o.wait != "none" && o.wait != "operator" && o.wait != "pool" {
 		fmt.Fprintf(os.Stderr, "cluster: --wait must be none, operator or pool, not %q\n", o.wait)
 		os.Exit(2)

@@ -77,18 +77,22 @@ func TestManifestImages(t *testing.T) {
 	}
 }
 
-// Tests that checking a manifest against the image map names every image without a binary,
-// and accepts an untagged image that a :latest entry covers.
+// Tests that checking a manifest against the image map and the registry's images names every
+// image that neither holds, and accepts an untagged image that a :latest entry covers.
 func TestCheckImages(t *testing.T) {
 	t.Parallel()
 	m := image.Map{"example.test/operator:1": "/bin/op", "example.test/lone:latest": "/bin/lone"}
-	err := checkImages([]byte(manifest), m)
+	err := checkImages([]byte(manifest), m, nil)
 	if err == nil || !strings.Contains(err.Error(), "example.test/init:1, example.test/proxy:1 (") {
 		t.Errorf("error %v, want one naming example.test/init:1 and example.test/proxy:1", err)
 	}
-	m["example.test/init:1"], m["example.test/proxy:1"] = "/bin/init", "/bin/proxy"
-	if err := checkImages([]byte(manifest), m); err != nil {
-		t.Errorf("every image is mapped, got %v", err)
+	err = checkImages([]byte(manifest), m, []string{"example.test/proxy:1"})
+	if err == nil || !strings.Contains(err.Error(), "example.test/init:1 (") {
+		t.Errorf("error %v, want one naming only example.test/init:1", err)
+	}
+	m["example.test/init:1"] = "/bin/init"
+	if err := checkImages([]byte(manifest), m, []string{"example.test/proxy:1"}); err != nil {
+		t.Errorf("every image is mapped or served, got %v", err)
 	}
 }
 

@@ -12,15 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"coxswain.dev/coxswain/hack/nodeagent/internal/image"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/userns"
 )
-
-// unshareArgs: a user namespace mapping us to root, a network namespace with nothing but a
-// loopback, a PID namespace with a /proc of its own in a mount namespace of its own;
-// --kill-child ends the tree with unshare.
-var unshareArgs = []string{"--user", "--map-root-user", "--net", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child"}
 
 // outer prepares what the cluster needs from the host (nothing inside can reach the network),
 // then runs the rest of itself inside fresh namespaces and cleans up after it.
@@ -29,7 +24,10 @@ func outer(o options) (int, error) {
 	if o.agent == "" || o.kustomize == "" {
 		return 2, errors.New("--agent and --kustomize are required")
 	}
-	for _, p := range []*string{&o.state, &o.assets, &o.agent, &o.coredns, &o.kustomize, &o.config, &o.operatorBinary, &o.proxyBinary} {
+	for _, p := range []*string{&o.state, &o.assets, &o.agent, &o.coredns, &o.kustomize, &o.config, &o.operatorBinary, &o.proxyBinary, &o.release, &o.nextRelease, &o.nextConfig} {
+		if *p == "" {
+			continue
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return 1, err
@@ -51,6 +49,16 @@ func outer(o options) (int, error) {
 	defer os.RemoveAll(tmp) //nolint:errcheck // the run's temporary files; best effort
 
 	defaults := image.Map{o.operatorImage: o.operatorBinary, o.proxyImage: o.proxyBinary}
+	var served []string
+	if o.release != "" {
+		images, err := readRelease(o.release)
+		if err != nil {
+			return 1, err
+		}
+		o.operatorImage, o.proxyImage = images[operatorComponent].pinned(), images[proxyComponent].pinned()
+		served = []string{o.operatorImage, o.proxyImage}
+		defaults = image.Map{}
+	}
 	for _, kv := range o.extraImages {
 		name, path, ok := strings.Cut(kv, "=")
 		if !ok || name == "" || path == "" {
@@ -70,19 +78,58 @@ func outer(o options) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	if err := checkImages(manifest, imap); err != nil {
+	if err := checkImages(manifest, imap, served); err != nil {
 		return 1, err
 	}
 	deploy := filepath.Join(tmp, "deploy.yaml")
 	if err := os.WriteFile(deploy, manifest, 0o600); err != nil {
 		return 1, err
 	}
-	progress("manifests rendered from %s (%s, %s), image map %s", o.config, o.operatorImage, o.proxyImage, imagesFile)
+	if o.nextRelease != "" {
+		if err := renderNext(ctx, o, tmp, imap); err != nil {
+			return 1, err
+		}
+	}
+	how := "image map " + imagesFile
+	if o.release != "" {
+		how = "pulled from the cluster's registry (release images of " + o.release + ")"
+	}
+	progress("manifests rendered from %s (%s, %s), %s", o.config, o.operatorImage, o.proxyImage, how)
 	return enter(o, tmp, deploy, imagesFile, pidFile)
 }
 
-// enter re-executes this binary under unshare and waits for it, recording the namespaces'
-// first process for `hack/cluster.sh exec` while it runs.
+// nextManifest is where renderNext writes the manifests of the release to upgrade to, under the
+// run's temporary directory, which the inner process shares.
+func nextManifest(tmp string) string { return filepath.Join(tmp, "next.yaml") }
+
+// renderNext renders the manifests of the release to upgrade to from --next-config, pinned to
+// the images of --next-release, as the deployed release's are rendered.
+func renderNext(ctx context.Context, o options, tmp string, imap image.Map) error {
+	images, err := readRelease(o.nextRelease)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(tmp, "next")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	op, proxy := images[operatorComponent].pinned(), images[proxyComponent].pinned()
+	manifest, err := render(ctx, o.kustomize, o.nextConfig, dir, o.overlay, op, proxy)
+	if err != nil {
+		return fmt.Errorf("render the release to upgrade to: %w", err)
+	}
+	if err := checkImages(manifest, imap, []string{op, proxy}); err != nil {
+		return fmt.Errorf("the release to upgrade to: %w", err)
+	}
+	if err := os.WriteFile(nextManifest(tmp), manifest, 0o600); err != nil {
+		return err
+	}
+	progress("manifests to upgrade to rendered from %s (%s, %s)", o.nextConfig, op, proxy)
+	return nil
+}
+
+// enter re-executes this binary in new namespaces and waits for it, recording its pid (the
+// namespaces' first process) for `hack/cluster.sh exec` while it runs.
 func enter(o options, tmp, deploy, imagesFile, pidFile string) (int, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -92,34 +139,37 @@ func enter(o options, tmp, deploy, imagesFile, pidFile string) (int, error) {
 	if err := os.Mkdir(innerTmp, 0o700); err != nil {
 		return 1, err
 	}
-	args := slices.Concat(unshareArgs, []string{
-		"--", self, "run",
+	args := slices.Concat([]string{
+		"run",
 		"--state=" + o.state, "--assets=" + o.assets, "--agent=" + o.agent, "--coredns=" + o.coredns, "--kustomize=" + o.kustomize,
-		"--overlay=" + o.overlay, "--wait=" + o.wait, "--timeout=" + o.timeout.String(), "--",
+		"--overlay=" + o.overlay, "--release=" + o.release, "--next-release=" + o.nextRelease, "--next-config=" + o.nextConfig, "--wait=" + o.wait, "--timeout=" + o.timeout.String(), "--",
 	}, o.cmd)
-	cmd := exec.Command("unshare", args...) //nolint:gosec,noctx // ourselves, under unshare; stopped by signals
+	cmd := exec.Command(self, args...) //nolint:gosec,noctx // ourselves, in new namespaces; stopped by signals
 	cmd.Env = append(withoutProxySettings(os.Environ()), envInner+"=1", "TMPDIR="+innerTmp,
-		"COXSWAIN_CLUSTER_DEPLOY="+deploy, "COXSWAIN_CLUSTER_IMAGES="+imagesFile,
+		"COXSWAIN_CLUSTER_DEPLOY="+deploy, "COXSWAIN_CLUSTER_IMAGES="+imagesFile, "COXSWAIN_CLUSTER_NEXT_MANIFEST="+nextManifest(tmp),
 		fmt.Sprintf("%s=%.3f", envStart, float64(startTime().UnixNano())/1e9))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = userns.Attrs()
 	// Ctrl-C reaches the whole foreground process group, the tree inside included; a signal
 	// sent to this process alone is passed on to the tree's first process.
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(signals)
 	if err := cmd.Start(); err != nil {
-		return 1, fmt.Errorf("run unshare (needs util-linux and user namespaces): %w", err)
+		return 1, fmt.Errorf("start the cluster in new namespaces (needs user namespaces): %w", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	innerPID := 0
+	innerPID := cmd.Process.Pid
 	defer func() {
 		_ = os.Remove(pidFile)
 		_ = os.Remove(filepath.Join(o.state, "admin.kubeconfig"))
 	}()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(innerPID)+"\n"), 0o600); err != nil {
+		_ = syscall.Kill(innerPID, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return 1, fmt.Errorf("write pid file: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
 	for {
 		select {
 		case err := <-done:
@@ -129,36 +179,9 @@ func enter(o options, tmp, deploy, imagesFile, pidFile string) (int, error) {
 			}
 			return 0, err
 		case sig := <-signals:
-			if innerPID != 0 {
-				_ = syscall.Kill(innerPID, sig.(syscall.Signal))
-			}
-		case <-tick.C:
-			if innerPID != 0 {
-				continue
-			}
-			if innerPID = childOf(cmd.Process.Pid); innerPID != 0 {
-				if err := os.WriteFile(pidFile, []byte(strconv.Itoa(innerPID)+"\n"), 0o600); err != nil {
-					_ = syscall.Kill(innerPID, syscall.SIGTERM)
-					return 1, fmt.Errorf("write pid file: %w", err)
-				}
-			}
+			_ = syscall.Kill(innerPID, sig.(syscall.Signal))
 		}
 	}
-}
-
-// childOf returns the first child of process pid (unshare's forked child, PID 1 of the new PID
-// namespace, as the host sees it), or 0.
-func childOf(pid int) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(data))
-	if len(fields) == 0 {
-		return 0
-	}
-	child, _ := strconv.Atoi(fields[0])
-	return child
 }
 
 // runningCluster reports the process a pid file names, if it is alive.

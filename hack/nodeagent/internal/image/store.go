@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -297,41 +298,66 @@ func (img *Image) WorkDir(container string) string {
 }
 
 // Copy writes a copy of the image's root filesystem into dst, which must not exist: files
-// are copied (the kernel may share their blocks), links and directories recreated, so that a
-// container writing to its root changes only its own.
+// are copied (the kernel may share their blocks), links and directories recreated with their
+// owners and modes, so that a container writing to its root changes only its own.
 func (img *Image) Copy(dst string) error {
 	return filepath.WalkDir(img.Root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(img.Root, p)
-		if err != nil {
+		if err := img.copyEntry(dst, p, d); err != nil {
 			return err
 		}
-		target := filepath.Join(dst, rel)
 		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		switch {
-		case d.IsDir():
-			if err := os.Mkdir(target, 0o700); err != nil {
-				return err
-			}
-			return os.Chmod(target, info.Mode()&(fs.ModePerm|fs.ModeSticky))
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, target)
-		case d.Type().IsRegular():
-			return copyRegular(p, target, info.Mode().Perm())
-		case d.Type()&fs.ModeNamedPipe != 0:
-			return unix.Mkfifo(target, uint32(info.Mode().Perm()))
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok || (st.Uid == 0 && st.Gid == 0) {
+			return nil
 		}
-		return fmt.Errorf("copy %s: unexpected file type %s", rel, d.Type())
+		rel, _ := filepath.Rel(img.Root, p)
+		target := filepath.Join(dst, rel)
+		if err := os.Lchown(target, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		// chown may clear mode bits: set them again.
+		return os.Chmod(target, info.Mode()&(fs.ModePerm|fs.ModeSticky))
 	})
+}
+
+// copyEntry recreates one entry of the image's root under dst.
+func (img *Image) copyEntry(dst, p string, d fs.DirEntry) error {
+	rel, err := filepath.Rel(img.Root, p)
+	if err != nil {
+		return err
+	}
+	target := filepath.Join(dst, rel)
+	info, err := d.Info()
+	if err != nil {
+		return err
+	}
+	switch {
+	case d.IsDir():
+		if err := os.Mkdir(target, 0o700); err != nil {
+			return err
+		}
+		return os.Chmod(target, info.Mode()&(fs.ModePerm|fs.ModeSticky))
+	case d.Type()&fs.ModeSymlink != 0:
+		link, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(link, target)
+	case d.Type().IsRegular():
+		return copyRegular(p, target, info.Mode().Perm())
+	case d.Type()&fs.ModeNamedPipe != 0:
+		return unix.Mkfifo(target, uint32(info.Mode().Perm()))
+	}
+	return fmt.Errorf("copy %s: unexpected file type %s", rel, d.Type())
 }
 
 func copyRegular(src, dst string, mode fs.FileMode) error {

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
+
+	"coxswain.dev/coxswain/hack/nodeagent/internal/userns"
 )
 
 // ErrUnsafe reports an image whose layers would write outside its root filesystem or create
@@ -31,8 +34,9 @@ const (
 // Every path is resolved inside dir (os.Root): symbolic links are followed as the container
 // would see them, and an entry whose name, link or hard link target would lead outside the
 // root (a `..` too many, an absolute symbolic link written through) is refused with ErrUnsafe,
-// as are device nodes. Owners are not kept: in the node's user namespace only its root exists,
-// so every file belongs to it; modes are kept without the set-user-ID and set-group-ID bits.
+// as are device nodes. Owners are kept where the node's user namespace maps them (a cluster
+// started by root maps 65,536 ids); an owner it does not map leaves the entry to its root.
+// Modes are kept without the set-user-ID and set-group-ID bits.
 func Unpack(img v1.Image, dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil { //nolint:gosec // an image's root is world-readable
 		return fmt.Errorf("create root: %w", err)
@@ -154,7 +158,7 @@ func (u *unpacker) entry(h *tar.Header, body io.Reader) error {
 	exists := statErr == nil
 	if h.Typeflag == tar.TypeDir && exists && existing.IsDir() {
 		u.created[rel] = true
-		return u.chmod(rel, mode)
+		return errors.Join(u.chown(rel, h), u.chmod(rel, mode))
 	}
 	if exists { // an entry of this layer replaces the lower layers'
 		if err := u.root.RemoveAll(rel); err != nil {
@@ -167,7 +171,7 @@ func (u *unpacker) entry(h *tar.Header, body io.Reader) error {
 		if err := u.root.Mkdir(rel, 0o700); err != nil {
 			return unsafe("directory", h.Name, err)
 		}
-		return u.chmod(rel, mode)
+		return errors.Join(u.chown(rel, h), u.chmod(rel, mode))
 	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives write TypeRegA
 		f, err := u.root.OpenFile(rel, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o600)
 		if err != nil {
@@ -176,12 +180,15 @@ func (u *unpacker) entry(h *tar.Header, body io.Reader) error {
 		if _, err := io.Copy(f, body); err != nil { //nolint:gosec // sizes are the layer's, bounded by its digest
 			return errors.Join(fmt.Errorf("write %q: %w", h.Name, err), f.Close())
 		}
-		return errors.Join(f.Chmod(mode), f.Close())
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("write %q: %w", h.Name, err)
+		}
+		return errors.Join(u.chown(rel, h), u.chmod(rel, mode)) // chown first: it may clear mode bits
 	case tar.TypeSymlink:
 		if err := u.root.Symlink(h.Linkname, rel); err != nil {
 			return unsafe("symbolic link", h.Name, err)
 		}
-		return nil
+		return u.chown(rel, h)
 	case tar.TypeLink:
 		src, err := clean(h.Linkname)
 		if err != nil || src == "" {
@@ -192,12 +199,30 @@ func (u *unpacker) entry(h *tar.Header, body io.Reader) error {
 		}
 		return nil
 	case tar.TypeFifo:
-		return unsafe("fifo", h.Name, u.mkfifo(rel, mode))
+		if err := u.mkfifo(rel, mode); err != nil {
+			return unsafe("fifo", h.Name, err)
+		}
+		return u.chown(rel, h)
 	case tar.TypeChar, tar.TypeBlock:
 		return fmt.Errorf("%w: %q is a device node (%d:%d): a container's devices come from the node", ErrUnsafe, h.Name, h.Devmajor, h.Devminor)
 	default:
 		return fmt.Errorf("%w: %q has the unsupported tar type %q", ErrUnsafe, h.Name, string(h.Typeflag))
 	}
+}
+
+// chown gives the entry its owner when the node's user namespace maps it; the entry stays the
+// namespace root's otherwise. Symbolic links are not followed.
+func (u *unpacker) chown(rel string, h *tar.Header) error {
+	if h.Uid < 0 || h.Gid < 0 || h.Uid > math.MaxUint32 || h.Gid > math.MaxUint32 || (h.Uid == 0 && h.Gid == 0) {
+		return nil
+	}
+	if !userns.Mapped(uint32(h.Uid), uint32(h.Gid)) { //nolint:gosec // range checked above
+		return nil
+	}
+	if err := u.root.Lchown(rel, h.Uid, h.Gid); err != nil {
+		return unsafe("owner of", rel, err)
+	}
+	return nil
 }
 
 func (u *unpacker) chmod(rel string, mode fs.FileMode) error {

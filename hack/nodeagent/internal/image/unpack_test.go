@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log"
@@ -14,6 +15,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -25,6 +27,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"k8s.io/utils/ptr"
+
+	"coxswain.dev/coxswain/hack/nodeagent/internal/userns"
 )
 
 // entry is one tar entry of a test layer.
@@ -359,5 +363,71 @@ func TestStorePullsAndAppliesTheConfig(t *testing.T) {
 	})
 	if diff := cmp.Diff([]string{"app", "etc", "etc/group", "etc/passwd"}, names); diff != "" {
 		t.Errorf("copy (-want +got):\n%s", diff)
+	}
+}
+
+// Tests that unpacking keeps the owners of the layers' entries where this user namespace maps
+// them, and that a container's copy of the root keeps them with the modes.
+func TestUnpackAndCopyKeepOwners(t *testing.T) {
+	const nonroot = 65532
+	if !userns.Mapped(nonroot, nonroot) {
+		t.Skipf("this user namespace maps no uid %d", nonroot)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range []*tar.Header{
+		{Name: "home/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "home/app/", Typeflag: tar.TypeDir, Mode: 0o700, Uid: nonroot, Gid: nonroot},
+		{Name: "home/app/key", Typeflag: tar.TypeReg, Mode: 0o600, Uid: nonroot, Gid: 7, Size: 1},
+		{Name: "home/app/link", Typeflag: tar.TypeSymlink, Linkname: "key", Uid: nonroot, Gid: nonroot},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			_, _ = tw.Write([]byte("k"))
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := imageOf(t, v1.Config{}, l)
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if err := Unpack(img, root); err != nil {
+		t.Fatal(err)
+	}
+	owners := func(root string) map[string]string {
+		out := map[string]string{}
+		for _, p := range []string{"home", "home/app", "home/app/key", "home/app/link"} {
+			st, err := os.Lstat(filepath.Join(root, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sys := st.Sys().(*syscall.Stat_t)
+			out[p] = fmt.Sprintf("%d:%d %v", sys.Uid, sys.Gid, st.Mode().Perm())
+		}
+		return out
+	}
+	want := map[string]string{
+		"home":          "0:0 -rwxr-xr-x",
+		"home/app":      "65532:65532 -rwx------",
+		"home/app/key":  "65532:7 -rw-------",
+		"home/app/link": "65532:65532 -rwxrwxrwx",
+	}
+	if diff := cmp.Diff(want, owners(root)); diff != "" {
+		t.Errorf("unpacked owners (-want +got):\n%s", diff)
+	}
+	copied := filepath.Join(dir, "copy")
+	if err := (&Image{Root: root}).Copy(copied); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, owners(copied)); diff != "" {
+		t.Errorf("copied owners (-want +got):\n%s", diff)
 	}
 }

@@ -1,14 +1,18 @@
 package pod
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,7 +21,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"coxswain.dev/coxswain/hack/nodeagent/internal/containerlog"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/image"
 	"coxswain.dev/coxswain/hack/nodeagent/internal/sandbox"
+	"coxswain.dev/coxswain/hack/nodeagent/internal/userns"
 )
 
 // stableRun is how long a container must run for its restart backoff to start over.
@@ -39,7 +45,11 @@ type container struct {
 	ready    bool
 	started  bool // the startup probe passed, or there is none
 	id       string
-	image    string        // the binary the image stands for
+	imageID  string        // the image's digest, or the binary the image map names
+	root     string        // the root filesystem of the last run
+	imageEnv []string      // the image's environment of the last run, for exec probes
+	workDir  string        // the working directory of the last run
+	runAs    *sandbox.User // who the last run ran as; nil: the namespace's root
 	pid      int           // 0 when not running
 	exitCh   chan struct{} // closed when the running process has exited
 	stopping bool
@@ -186,30 +196,36 @@ func (c *container) runOnce(ctx context.Context) (int, error) {
 	return code, nil
 }
 
-// command builds the container init command: binary installed in the pod's root, environment
-// resolved, volumes to mount. The environment is resolved at every start, as the kubelet does.
+// command builds the container init command: root filesystem made, environment resolved,
+// volumes to mount. The environment is resolved at every start, as the kubelet does.
 func (c *container) command(ctx context.Context) (*exec.Cmd, func() error, *containerlog.File, error) {
 	w := c.w
 	pod, _ := w.latest()
-	bin, err := w.c.cfg.Images.Resolve(c.spec.Image)
+	run, err := c.prepare(ctx)
 	if err != nil {
-		return nil, nil, nil, withReason("ErrImagePull", err)
+		return nil, nil, nil, err
 	}
-	root := filepath.Join(w.dir, "root")
-	argv, err := install(bin, root, c.spec)
-	if err != nil {
-		return nil, nil, nil, withReason("CreateContainerError", err)
-	}
-	env, err := w.env(ctx, pod, c.spec)
+	env, err := w.env(ctx, pod, c.spec, run.imageEnv)
 	if err != nil {
 		return nil, nil, nil, withReason("CreateContainerConfigError", err)
+	}
+	argv := expandAll(run.argv, env)
+	argv[0] = lookPath(run.root, argv[0], pathOf(env))
+	user, err := c.user(pod, run.image)
+	if err != nil {
+		return nil, nil, nil, withReason("CreateContainerConfigError", err)
+	}
+	sysctls := podSysctls(pod)
+	if err := sandbox.CheckSysctls(sysctls); err != nil {
+		return nil, nil, nil, withReason("SysctlForbidden", err)
 	}
 	w.mu.Lock()
 	netns := w.sb.NetNS()
 	w.mu.Unlock()
 	spec := &sandbox.Spec{
-		NetNS: netns, Root: root, Hostname: hostname(pod), WorkDir: c.spec.WorkingDir,
-		Mounts: w.mounts(pod, c.spec), Argv: expandAll(argv, env), Env: env,
+		NetNS: netns, Root: run.root, Hostname: hostname(pod), WorkDir: run.workDir,
+		Mounts: w.mounts(pod, c.spec), Argv: argv, Env: env,
+		User: user, ReadOnlyRoot: readOnlyRoot(c.spec), Sysctls: sysctls,
 	}
 	if err := sandbox.Prepare(spec); err != nil {
 		return nil, nil, nil, withReason("CreateContainerError", err)
@@ -227,9 +243,170 @@ func (c *container) command(ctx context.Context) (*exec.Cmd, func() error, *cont
 	// holding them must not keep Wait from returning.
 	cmd.WaitDelay = time.Second
 	c.mu.Lock()
-	c.image = bin
+	c.imageID, c.root, c.imageEnv, c.workDir, c.runAs = run.imageID, run.root, run.imageEnv, run.workDir, user
 	c.mu.Unlock()
 	return cmd, send, logFile, nil
+}
+
+// run is what a container's image gives one run of it.
+type run struct {
+	root     string   // the root filesystem
+	argv     []string // before $(VAR) expansion
+	imageEnv []string // the image's environment; nil for a mapped binary
+	workDir  string
+	imageID  string
+	image    *image.Image
+}
+
+// prepare makes the container's root filesystem. An image the image map names stands for one
+// binary, installed into the pod's shared root; any other image is pulled from the registry
+// that serves its name and its root filesystem copied afresh for each run, as a runtime gives
+// each container a new writable layer, with the pod's /etc/hosts and /etc/resolv.conf.
+func (c *container) prepare(ctx context.Context) (run, error) {
+	w := c.w
+	podRoot := filepath.Join(w.dir, "root")
+	bin, mapErr := w.c.cfg.Images.Resolve(c.spec.Image)
+	if mapErr == nil {
+		argv, err := install(bin, podRoot, c.spec)
+		if err != nil {
+			return run{}, withReason("CreateContainerError", err)
+		}
+		// A mapped binary's image has no configuration: its user is root unless runAsUser says.
+		img := &image.Image{Ref: c.spec.Image, Root: podRoot}
+		return run{root: podRoot, argv: argv, workDir: c.spec.WorkingDir, imageID: "file://" + bin, image: img}, nil
+	}
+	if !w.c.cfg.Registry.Serves(c.spec.Image) {
+		return run{}, withReason("ErrImagePull", fmt.Errorf("%w, and no registry the node pulls from serves it", mapErr))
+	}
+	img, err := w.c.cfg.Registry.Pull(ctx, c.spec.Image)
+	if err != nil {
+		return run{}, withReason("ErrImagePull", err)
+	}
+	argv := img.Command(c.spec.Command, c.spec.Args)
+	if len(argv) == 0 {
+		return run{}, withReason("CreateContainerError", fmt.Errorf("image %s: no command: the container gives none and the image has no entrypoint or cmd", c.spec.Image))
+	}
+	root := filepath.Join(w.dir, "containers", c.spec.Name)
+	if err := os.RemoveAll(root); err != nil {
+		return run{}, withReason("CreateContainerError", fmt.Errorf("remove the last run's root: %w", err))
+	}
+	if err := os.MkdirAll(filepath.Dir(root), 0o700); err != nil {
+		return run{}, withReason("CreateContainerError", err)
+	}
+	if err := img.Copy(root); err != nil {
+		return run{}, withReason("CreateContainerError", fmt.Errorf("image %s: copy its root filesystem: %w", c.spec.Image, err))
+	}
+	for _, f := range []string{"hosts", "resolv.conf"} {
+		if err := copyEtc(podRoot, root, f); err != nil {
+			return run{}, withReason("CreateContainerError", err)
+		}
+	}
+	env := img.Config.Env
+	if env == nil {
+		env = []string{}
+	}
+	return run{root: root, argv: argv, imageEnv: env, workDir: img.WorkDir(c.spec.WorkingDir), imageID: imageID(img), image: img}, nil
+}
+
+// user decides who the container runs as, as the kubelet does: runAsUser and runAsGroup of the
+// container, else of the pod, else the image's user; the pod's supplementalGroups and fsGroup
+// join the group. runAsNonRoot refuses root, and a user the image names by name, which it cannot
+// verify. A user the node's user namespace does not map (a cluster started by a user other than
+// root maps only its root) cannot be taken: the container then runs as the namespace's root,
+// and the agent logs it.
+func (c *container) user(pod *corev1.Pod, img *image.Image) (*sandbox.User, error) {
+	var runAsUser, runAsGroup *int64
+	var nonRoot *bool
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		runAsUser, runAsGroup, nonRoot = sc.RunAsUser, sc.RunAsGroup, sc.RunAsNonRoot
+	}
+	if sc := c.spec.SecurityContext; sc != nil {
+		runAsUser, runAsGroup, nonRoot = cmp.Or(sc.RunAsUser, runAsUser), cmp.Or(sc.RunAsGroup, runAsGroup), cmp.Or(sc.RunAsNonRoot, nonRoot)
+	}
+	if nonRoot != nil && *nonRoot {
+		switch {
+		case runAsUser != nil && *runAsUser == 0:
+			return nil, errors.New("container's runAsUser breaks non-root policy")
+		case runAsUser == nil && img.NonNumericUser():
+			return nil, fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root", img.Config.User)
+		}
+	}
+	uid, gid, err := img.User(runAsUser, runAsGroup)
+	if err != nil {
+		return nil, err
+	}
+	if nonRoot != nil && *nonRoot && uid == 0 {
+		return nil, errors.New("container has runAsNonRoot and image will run as root")
+	}
+	if !userns.Mapped(uid, gid) {
+		if uid != 0 || gid != 0 {
+			c.log.Info("The node's user namespace does not map the container's user: it runs as the namespace's root (start the cluster as root to map 65,536 ids)", "uid", uid, "gid", gid)
+		}
+		return nil, nil //nolint:nilnil // nil: stay the namespace's root
+	}
+	u := &sandbox.User{UID: uid, GID: gid, SetGroups: userns.SetgroupsAllowed()}
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		for _, g := range append(append([]int64(nil), sc.SupplementalGroups...), ptrSlice(sc.FSGroup)...) {
+			if g >= 0 && userns.GroupMapped(uint32(g)) { //nolint:gosec // checked non-negative
+				u.Groups = append(u.Groups, uint32(g)) //nolint:gosec // as above
+			}
+		}
+	}
+	return u, nil
+}
+
+func ptrSlice(p *int64) []int64 {
+	if p == nil {
+		return nil
+	}
+	return []int64{*p}
+}
+
+// readOnlyRoot is the container's readOnlyRootFilesystem.
+func readOnlyRoot(spec *corev1.Container) bool {
+	return spec.SecurityContext != nil && spec.SecurityContext.ReadOnlyRootFilesystem != nil && *spec.SecurityContext.ReadOnlyRootFilesystem
+}
+
+// podSysctls are the sysctls of the pod's securityContext.
+func podSysctls(pod *corev1.Pod) map[string]string {
+	if pod.Spec.SecurityContext == nil || len(pod.Spec.SecurityContext.Sysctls) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, s := range pod.Spec.SecurityContext.Sysctls {
+		out[s.Name] = s.Value
+	}
+	return out
+}
+
+// imageID names the image by repository and digest, as a kubelet reports imageID: the digest
+// the reference pins (an image index's, for a multi-platform image), else the pulled image's.
+func imageID(img *image.Image) string {
+	repo, digest := img.Ref, img.Digest
+	if i := strings.IndexByte(repo, '@'); i >= 0 {
+		repo, digest = repo[:i], repo[i+1:]
+	}
+	if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
+		repo = repo[:i]
+	}
+	return repo + "@" + digest
+}
+
+// copyEtc copies the pod's /etc/<name>, when it has one, into a container's root.
+func copyEtc(podRoot, root, name string) error {
+	data, err := os.ReadFile(filepath.Join(podRoot, "etc", name)) //nolint:gosec // the pod's own root
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil { //nolint:gosec // /etc, as in an image
+		return err
+	}
+	dst := filepath.Join(root, "etc", name)
+	_ = os.Remove(dst)                    // the image's own, or a link the image made: the pod's replaces it
+	return os.WriteFile(dst, data, 0o644) //nolint:gosec // world-readable, as the kubelet writes them
 }
 
 // openLog opens the log of this run of the container, logs/<container>/<restart>.log under
@@ -409,20 +586,34 @@ func copyFile(src, dst string) error {
 func (c *container) checkExec(ctx context.Context, command []string) error {
 	w := c.w
 	pod, _ := w.latest()
-	env, err := w.env(ctx, pod, c.spec)
+	c.mu.Lock()
+	imageEnv := c.imageEnv
+	c.mu.Unlock()
+	env, err := w.env(ctx, pod, c.spec, imageEnv)
 	if err != nil {
 		return fmt.Errorf("exec probe: %w", err)
 	}
-	root := filepath.Join(w.dir, "root")
+	c.mu.Lock()
+	root := c.root
+	c.mu.Unlock()
+	if root == "" {
+		return errors.New("exec probe: the container has not started")
+	}
 	argv := expandAll(command, env)
 	if len(argv) == 0 {
 		return errors.New("exec probe: no command")
 	}
-	argv[0] = lookPath(root, argv[0])
+	argv[0] = lookPath(root, argv[0], pathOf(env))
 	w.mu.Lock()
 	netns := w.sb.NetNS()
 	w.mu.Unlock()
-	spec := &sandbox.Spec{NetNS: netns, Root: root, Hostname: hostname(pod), WorkDir: c.spec.WorkingDir, Mounts: w.mounts(pod, c.spec), Argv: argv, Env: env}
+	c.mu.Lock()
+	workDir, user := c.workDir, c.runAs
+	c.mu.Unlock()
+	spec := &sandbox.Spec{
+		NetNS: netns, Root: root, Hostname: hostname(pod), WorkDir: workDir, Mounts: w.mounts(pod, c.spec), Argv: argv, Env: env,
+		User: user, ReadOnlyRoot: readOnlyRoot(c.spec),
+	}
 	var out limitedBuffer
 	cmd, send, err := sandbox.Command(w.c.cfg.Self, spec, &out, &out)
 	if err != nil {
@@ -449,13 +640,24 @@ func (c *container) checkExec(ctx context.Context, command []string) error {
 	return nil
 }
 
-// lookPath finds a relative command in the container's PATH directories inside root, as a
-// shell in the image would; an absolute one, or one not found, is returned as it is.
-func lookPath(root, name string) string {
-	if filepath.IsAbs(name) {
+// pathOf is the PATH of an environment, the default when it sets none.
+func pathOf(env []string) string {
+	for _, kv := range slices.Backward(env) {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return v
+		}
+	}
+	return defaultPath
+}
+
+// lookPath finds a command without a slash in the directories of path (the container's PATH)
+// inside root, as a runtime does; the root directory is tried first for a mapped binary, which
+// is installed there. A command with a slash, or one not found, is returned as it is.
+func lookPath(root, name, path string) string {
+	if strings.Contains(name, "/") {
 		return name
 	}
-	for _, dir := range append([]string{"/"}, filepath.SplitList(defaultPath)...) {
+	for _, dir := range append([]string{"/"}, filepath.SplitList(path)...) {
 		p := filepath.Join(dir, name)
 		if info, err := os.Stat(filepath.Join(root, p)); err == nil && !info.IsDir() {
 			return p

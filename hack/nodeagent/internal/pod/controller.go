@@ -30,9 +30,12 @@ type Config struct {
 	// StateDir holds a directory per pod: its root, volumes and container logs.
 	StateDir string
 	// Self is the agent's own binary, which runs as pause process and container init.
-	Self    string
-	Images  image.Map
-	Network *sandbox.Network
+	Self string
+	// Images maps image names to the binaries they stand for; Registry pulls the images the
+	// map does not name (nil: none).
+	Images   image.Map
+	Registry *image.Store
+	Network  *sandbox.Network
 	// RestartBackoff is the first delay before a container restart, doubled up to
 	// MaxRestartBackoff; it starts over after a container ran for ten minutes.
 	RestartBackoff, MaxRestartBackoff time.Duration

@@ -18,17 +18,27 @@ import (
 
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// env resolves a container's environment: defaults, then envFrom, then env, each value
-// expanded against what came before ($(NAME), $$ for a dollar sign).
-func (w *worker) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container) ([]string, error) {
-	vars := map[string]string{"PATH": defaultPath, "HOSTNAME": hostname(pod)}
-	order := []string{"PATH", "HOSTNAME"}
+// env resolves a container's environment: the image's (imageEnv; a default PATH when nil, for a
+// mapped binary), HOSTNAME, then envFrom, then env, each value expanded against what came
+// before ($(NAME), $$ for a dollar sign); a container's variable replaces the image's of the
+// same name.
+func (w *worker) env(ctx context.Context, pod *corev1.Pod, c *corev1.Container, imageEnv []string) ([]string, error) {
+	vars := map[string]string{}
+	var order []string
 	set := func(k, v string) {
 		if _, ok := vars[k]; !ok {
 			order = append(order, k)
 		}
 		vars[k] = v
 	}
+	if imageEnv == nil {
+		imageEnv = []string{"PATH=" + defaultPath}
+	}
+	for _, kv := range imageEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		set(k, v)
+	}
+	set("HOSTNAME", hostname(pod))
 	if host, port, err := net.SplitHostPort(w.c.cfg.APIServer); err == nil {
 		set("KUBERNETES_SERVICE_HOST", host)
 		set("KUBERNETES_SERVICE_PORT", port)

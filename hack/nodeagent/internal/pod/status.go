@@ -105,8 +105,8 @@ func (c *container) fill(cs *corev1.ContainerStatus) {
 	if c.id != "" {
 		cs.ContainerID = c.id
 	}
-	if c.image != "" {
-		cs.ImageID = "file://" + c.image
+	if c.imageID != "" {
+		cs.ImageID = c.imageID
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -36,6 +37,23 @@ type Spec struct {
 	Mounts   []Mount  `json:"mounts"`
 	Argv     []string `json:"argv"`
 	Env      []string `json:"env"`
+	// User is who the container runs as; nil keeps the init's user, the namespace's root.
+	User *User `json:"user,omitempty"`
+	// ReadOnlyRoot makes the root read-only (readOnlyRootFilesystem); volumes keep their own
+	// modes.
+	ReadOnlyRoot bool `json:"readOnlyRoot,omitempty"`
+	// Sysctls are written in the pod's network namespace before the container starts: names
+	// as the pod's securityContext gives them (net.ipv4.ip_unprivileged_port_start).
+	Sysctls map[string]string `json:"sysctls,omitempty"`
+}
+
+// User is a container's user, group and supplementary groups.
+type User struct {
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
+	// SetGroups is false in a user namespace that denies setgroups: the groups stay.
+	SetGroups bool `json:"setGroups"`
 }
 
 // devices are bind-mounted from the agent's /dev into every container's /dev.
@@ -122,6 +140,9 @@ func becomeContainer() error {
 	if err := joinNetwork(spec.NetNS); err != nil {
 		return err
 	}
+	if err := writeSysctls(spec.Sysctls); err != nil {
+		return err
+	}
 	if spec.Hostname != "" {
 		if err := syscall.Sethostname([]byte(spec.Hostname)); err != nil {
 			return fmt.Errorf("set hostname: %w", err)
@@ -137,6 +158,9 @@ func becomeContainer() error {
 	if err := syscall.Chdir(wd); err != nil {
 		return fmt.Errorf("chdir %s: %w", wd, err)
 	}
+	if err := becomeUser(spec.User); err != nil {
+		return err
+	}
 	if len(spec.Argv) == 0 {
 		return errors.New("container spec has no command")
 	}
@@ -149,6 +173,12 @@ func mountAll(spec *Spec) error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
+	if spec.ReadOnlyRoot {
+		// The root becomes a mount of its own, made read-only once the volumes are on it.
+		if err := syscall.Mount(spec.Root, spec.Root, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind the root to itself: %w", err)
+		}
+	}
 	mounts := make([]Mount, 0, len(devices)+len(spec.Mounts))
 	for _, d := range devices {
 		mounts = append(mounts, Mount{Source: "/dev/" + d, Target: "/dev/" + d})
@@ -159,11 +189,88 @@ func mountAll(spec *Spec) error {
 			return fmt.Errorf("bind %s to %s: %w", m.Source, m.Target, err)
 		}
 		if m.ReadOnly {
-			flags := uintptr(syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV) | lockedFlags(target)
-			if err := syscall.Mount("", target, "", flags, ""); err != nil {
+			if err := remountReadOnly(target); err != nil {
 				return fmt.Errorf("make %s read-only: %w", m.Target, err)
 			}
 		}
+	}
+	if spec.ReadOnlyRoot {
+		// Not recursive: the volumes and devices mounted on the root keep their modes.
+		if err := remountReadOnly(spec.Root); err != nil {
+			return fmt.Errorf("make the root read-only: %w", err)
+		}
+	}
+	return nil
+}
+
+func remountReadOnly(target string) error {
+	flags := uintptr(syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV) | lockedFlags(target)
+	return syscall.Mount("", target, "", flags, "")
+}
+
+// safeSysctls are the sysctls the kubelet allows by default that belong to a pod's network
+// namespace; any other is refused, as a kubelet refuses an unsafe sysctl it was not told to
+// allow.
+var safeSysctls = map[string]bool{
+	"net.ipv4.ip_local_port_range":        true,
+	"net.ipv4.ip_local_reserved_ports":    true,
+	"net.ipv4.ip_unprivileged_port_start": true,
+	"net.ipv4.ping_group_range":           true,
+	"net.ipv4.tcp_syncookies":             true,
+	"net.ipv4.tcp_keepalive_time":         true,
+	"net.ipv4.tcp_keepalive_intvl":        true,
+	"net.ipv4.tcp_keepalive_probes":       true,
+	"net.ipv4.tcp_fin_timeout":            true,
+	"net.ipv4.tcp_rmem":                   true,
+	"net.ipv4.tcp_wmem":                   true,
+}
+
+// CheckSysctls refuses a sysctl the node does not set (not one of the kubelet's safe sysctls of
+// the network namespace).
+func CheckSysctls(sysctls map[string]string) error {
+	for name := range sysctls {
+		if !safeSysctls[name] {
+			return fmt.Errorf("sysctl %s is not one of the safe sysctls of a pod's network namespace the node sets", name)
+		}
+	}
+	return nil
+}
+
+// writeSysctls writes each sysctl under /proc/sys, which shows the values of the network
+// namespace of the process that opens it: the pod's, joined just before.
+func writeSysctls(sysctls map[string]string) error {
+	if err := CheckSysctls(sysctls); err != nil {
+		return err
+	}
+	for name, value := range sysctls {
+		path := "/proc/sys/" + strings.ReplaceAll(name, ".", "/")
+		if err := os.WriteFile(path, []byte(value), 0); err != nil {
+			return fmt.Errorf("sysctl %s=%s: %w", name, value, err)
+		}
+	}
+	return nil
+}
+
+// becomeUser sets the groups, group and user of the init, which then executes the container as
+// them (Go's Setuid and Setgid apply to every thread).
+func becomeUser(u *User) error {
+	if u == nil {
+		return nil
+	}
+	if u.SetGroups {
+		groups := make([]int, 0, len(u.Groups))
+		for _, g := range u.Groups {
+			groups = append(groups, int(g))
+		}
+		if err := syscall.Setgroups(groups); err != nil {
+			return fmt.Errorf("setgroups %v: %w", u.Groups, err)
+		}
+	}
+	if err := syscall.Setgid(int(u.GID)); err != nil {
+		return fmt.Errorf("setgid %d: %w", u.GID, err)
+	}
+	if err := syscall.Setuid(int(u.UID)); err != nil {
+		return fmt.Errorf("setuid %d: %w", u.UID, err)
 	}
 	return nil
 }

@@ -1,5 +1,5 @@
 // Command testserver is the node agent test's workload: an HTTP server that reports what its
-// pod sees (a file's content, an environment variable, its process id, another address, over
+// pod sees (a file's content, an environment variable, its process id and user, another address, over
 // HTTPS with the roots of a given CA file, a DNS name), answers datagrams with its hostname,
 // writes what it is asked to its stdout or stderr, exits when asked and, by flag,
 // misbehaves: exits early, fails its health check, or ignores SIGTERM.
@@ -46,6 +46,7 @@ func main() {
 		_, _ = fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/pid", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprint(w, strconv.Itoa(os.Getpid())) })
+	mux.HandleFunc("/id", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintf(w, "%d:%d", os.Getuid(), os.Getgid()) })
 	mux.HandleFunc("/env", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprint(w, os.Getenv(r.URL.Query().Get("name")))
 	})

@@ -68,7 +68,12 @@ func (s *Set) sync(ctx context.Context, pod *corev1.Pod, v *corev1.Volume) error
 	case v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory:
 		return mountMemory(dir, v.EmptyDir.SizeLimit)
 	case v.EmptyDir != nil:
-		return os.MkdirAll(dir, 0o777) //nolint:gosec // an emptyDir is world-writable, as the kubelet makes it
+		// World-writable, as the kubelet makes it, whatever the umask: a container running as
+		// its image's user writes there.
+		if err := os.MkdirAll(dir, 0o777); err != nil { //nolint:gosec // as above
+			return err
+		}
+		return os.Chmod(dir, 0o777) //nolint:gosec // as above
 	case v.Secret != nil:
 		files, err := s.secretFiles(ctx, pod.Namespace, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, mode(v.Secret.DefaultMode))
 		if err != nil {
