@@ -43,5 +43,9 @@ if [[ -z "${only}" || "${only}" == external-ca ]]; then
 	# The operator cannot turn Ready there until the test creates the Secret: do not wait for it.
 	hack/cluster.sh run --overlay external-ca --wait none -- "${test}" -test.v -test.timeout=10m -test.run '^TestExternalCA$' "$@" || status=1
 fi
+if [[ -z "${only}" || "${only}" == upgrade ]]; then
+	from="$(hack/upgrade-from.sh)" &&
+		hack/cluster.sh run --from "${from}" -- "${test}" -test.v -test.timeout=10m -test.run '^TestUpgrade$' "$@" || status=1
+fi
 echo "e2e-cluster: $([[ ${status} -eq 0 ]] && echo passed || echo FAILED) in $(($(date +%s) - start))s" >&2
 exit "${status}"
