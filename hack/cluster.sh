@@ -4,7 +4,7 @@
 # config/default as `make deploy` would, all inside fresh user, network, PID and mount
 # namespaces whose network has no route out. See docs/local-cluster.md ("Run the cluster").
 #
-#   hack/cluster.sh run [--images FILE] [--overlay NAME] [--from DIR] [--wait none|operator|pool] [--] [CMD ARG...]
+#   hack/cluster.sh run [--images FILE] [--overlay NAME] [--from DIR [--helm]] [--wait none|operator|pool] [--] [CMD ARG...]
 #       Build what the cluster runs (the release images of the operator and the proxy for this
 #       machine's platform, as make release builds them, into bin/cluster/release; the node
 #       agent), start the cluster with a registry inside serving those images, deploy Coxswain
@@ -19,6 +19,8 @@
 #       --from DIR deploys an earlier release instead: its kustomize tree DIR/src/config and its
 #       images DIR/release (hack/upgrade-from.sh prepares both); this tree's release is then
 #       served too and given to CMD as the release to upgrade to (COXSWAIN_UPGRADE_MANIFEST).
+#       --helm (with --from) installs that release's chart with helm instead, and gives CMD this
+#       tree's chart to upgrade to (COXSWAIN_UPGRADE_CHART).
 #   hack/cluster.sh exec [--] [CMD ARG...]
 #       Run CMD (default: bash) inside the running cluster's namespaces, KUBECONFIG set.
 #
@@ -65,7 +67,7 @@ build() {
 }
 
 cmd_run() {
-	local args=() kustomize pid from=""
+	local args=() kustomize pid from="" with_helm=""
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--images)
@@ -91,6 +93,10 @@ cmd_run() {
 			[[ $# -ge 2 ]] || usage
 			from="$(cd "$2" && pwd)"
 			shift 2
+			;;
+		--helm)
+			with_helm=1
+			shift
 			;;
 		--wait)
 			[[ $# -ge 2 ]] || usage
@@ -122,6 +128,14 @@ cmd_run() {
 	local deploy=(--config="${root}/config" --release="${state}/release")
 	if [[ -n "${from}" ]]; then
 		deploy=(--config="${from}/src/config" --release="${from}/release" --next-config="${root}/config" --next-release="${state}/release")
+		if [[ -n "${with_helm}" ]]; then
+			make -s helm >/dev/null
+			deploy+=(--helm="${root}/bin/helm-$(awk '$1 == "HELM_VERSION" { print $3 }' Makefile)"
+				--chart="${from}/src/charts/coxswain" --next-chart="${root}/charts/coxswain")
+		fi
+	elif [[ -n "${with_helm}" ]]; then
+		echo "hack/cluster.sh run: --helm goes with --from" >&2
+		exit 2
 	fi
 	exec "${state}/bin/cluster" run \
 		--state="${state}" --assets="${root}/bin/k8s" --agent="${state}/bin/nodeagent" --coredns="${root}/bin/coredns" \

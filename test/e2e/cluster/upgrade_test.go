@@ -36,18 +36,25 @@ const (
 	envFromProxy        = "COXSWAIN_UPGRADE_FROM_PROXY_IMAGE"
 	envToOperator       = "COXSWAIN_UPGRADE_OPERATOR_IMAGE"
 	envToProxy          = "COXSWAIN_UPGRADE_PROXY_IMAGE"
+	// With hack/cluster.sh run --from --helm: the chart to upgrade to, helm, and the values
+	// setting the chart's images to the new release's.
+	envUpgradeChart     = "COXSWAIN_UPGRADE_CHART"
+	envUpgradeHelm      = "COXSWAIN_UPGRADE_HELM"
+	envUpgradeValues    = "COXSWAIN_UPGRADE_HELM_VALUES"
 	upgradeDownloadSize = 2 << 20
+	helmRelease         = "coxswain"
 )
 
 // TestUpgrade upgrades the release of hack/upgrade-from, installed by the cluster command, to
-// this tree's, as docs/upgrade.md says: kubectl apply of the new manifests, CRDs first. Under
+// this tree's, as docs/upgrade.md says: kubectl apply of the new manifests, CRDs first, or, on
+// a cluster that installed the release's chart, our CRDs then helm upgrade. Under
 // HTTP/1.1 (kept-alive and a connection per request), h2c and long downloads through a shared
 // pool Gateway and a dedicated Gateway with two proxies, the operator, the shared pool and
 // (rolled by the new operator) the dedicated proxy move to the new images, every old proxy pod
 // drains, and not one request fails.
 func TestUpgrade(t *testing.T) {
 	manifest := os.Getenv(envUpgradeManifest)
-	if manifest == "" {
+	if manifest == "" && os.Getenv(envUpgradeChart) == "" {
 		t.Skip(envUpgradeManifest + " is not set: this test runs on a cluster of hack/cluster.sh run --from (hack/e2e-cluster.sh --only upgrade)")
 	}
 	s := newSuite(t)
@@ -126,10 +133,17 @@ func TestUpgrade(t *testing.T) {
 	}
 
 	start := time.Now()
-	if err := applyUpgrade(ctx, t, manifest); err != nil {
-		t.Fatal(err)
+	if chart := os.Getenv(envUpgradeChart); chart != "" {
+		if err := helmUpgrade(ctx, t, chart); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("Upgraded the Helm release to the new chart (its CRDs first) in %s", time.Since(start).Round(100*time.Millisecond))
+	} else {
+		if err := applyUpgrade(ctx, t, manifest); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("Applied the new release's manifests (CRDs first) in %s", time.Since(start).Round(100*time.Millisecond))
 	}
-	t.Logf("Applied the new release's manifests (CRDs first) in %s", time.Since(start).Round(100*time.Millisecond))
 	type rollout struct {
 		key      types.NamespacedName
 		image    string
@@ -142,7 +156,7 @@ func TestUpgrade(t *testing.T) {
 		r := &rollout{key: key, image: image, draining: map[types.UID]time.Duration{}}
 		rolledOut := s.rolledOut(key, old[key], r.draining)
 		r.check = func(ctx context.Context) error {
-			if err := s.templateImage(ctx, key, image); err != nil {
+			if err := s.templateImage(ctx, key, image, key != controller); err != nil {
 				return err
 			}
 			if err := rolledOut(ctx); err != nil {
@@ -249,11 +263,43 @@ func applyUpgrade(ctx context.Context, t *testing.T, manifest string) error {
 	return nil
 }
 
-// templateImage checks the image of the Deployment's pod template.
-func (s *suite) templateImage(ctx context.Context, key types.NamespacedName, image string) error {
+// helmUpgrade upgrades the Helm release to chart as docs/installation.md says: the chart's CRDs
+// (which helm upgrade never touches) applied first, then helm upgrade --reuse-values with the
+// new release's images.
+func helmUpgrade(ctx context.Context, t *testing.T, chart string) error {
+	helm := os.Getenv(envUpgradeHelm)
+	dir := t.TempDir()
+	env := append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(dir, "cache"), "HELM_CONFIG_HOME="+filepath.Join(dir, "config"), "HELM_DATA_HOME="+filepath.Join(dir, "data"))
+	show := exec.CommandContext(ctx, helm, "show", "crds", chart)
+	show.Env = env
+	crds, err := show.Output()
+	if err != nil {
+		return fmt.Errorf("helm show crds %s: %w", chart, err)
+	}
+	apply := exec.CommandContext(ctx, "kubectl", "apply", "--server-side", "-f", "-")
+	apply.Stdin = bytes.NewReader(crds)
+	if out, err := apply.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply of the chart's CRDs: %w\n%s", err, out)
+	}
+	args := append([]string{"upgrade", helmRelease, chart, "--namespace", wellknown.InstallNamespace, "--reuse-values"},
+		strings.Fields(os.Getenv(envUpgradeValues))...)
+	upgrade := exec.CommandContext(ctx, helm, args...)
+	upgrade.Env = env
+	if out, err := upgrade.CombinedOutput(); err != nil {
+		return fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// templateImage checks the image of the Deployment's pod template and, for a proxy, that it
+// rolls with maxUnavailable 0.
+func (s *suite) templateImage(ctx context.Context, key types.NamespacedName, image string, proxy bool) error {
 	var d appsv1.Deployment
 	if err := s.client.Get(ctx, key, &d); err != nil {
 		return err
+	}
+	if ru := d.Spec.Strategy.RollingUpdate; proxy && (ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0) {
+		return fmt.Errorf("deployment %s rolls with %+v, want maxUnavailable 0", key, d.Spec.Strategy)
 	}
 	for _, c := range d.Spec.Template.Spec.Containers {
 		if c.Image != image {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/client-go/kubernetes"
 
 	"coxswain.dev/coxswain/hack/nodeagent/internal/controlplane"
@@ -125,6 +126,13 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	useClusterDNS()
 	progress("node %s Ready on bridge %s; no route out", nodeName, nodeAddress)
+	if c.o.chart != "" {
+		if err := c.helmInstall(ctx); err != nil {
+			return err
+		}
+		progress("installed the chart %s with helm (CRDs, RBAC, operator, shared proxy pool)", c.o.chart)
+		return c.waitCoxswain(ctx)
+	}
 	if err := c.apply(ctx, os.Getenv("COXSWAIN_CLUSTER_DEPLOY")); err != nil {
 		return err
 	}
@@ -168,13 +176,17 @@ func (c *cluster) startRegistry(ctx context.Context) error {
 	}
 	if c.o.nextRelease != "" {
 		from, to := releases[c.o.release], releases[c.o.nextRelease]
-		c.upgradeEnv = []string{
+		if c.o.nextChart != "" {
+			c.upgradeEnv = append(c.upgradeEnv, "COXSWAIN_UPGRADE_CHART="+c.o.nextChart, "COXSWAIN_UPGRADE_HELM="+c.o.helm,
+				"COXSWAIN_UPGRADE_HELM_VALUES="+strings.Join(helmImageValues(to), " "))
+		}
+		c.upgradeEnv = append(c.upgradeEnv,
 			"COXSWAIN_UPGRADE_MANIFEST=" + os.Getenv("COXSWAIN_CLUSTER_NEXT_MANIFEST"),
 			"COXSWAIN_UPGRADE_FROM_OPERATOR_IMAGE=" + from[operatorComponent].pinned(),
 			"COXSWAIN_UPGRADE_FROM_PROXY_IMAGE=" + from[proxyComponent].pinned(),
 			"COXSWAIN_UPGRADE_OPERATOR_IMAGE=" + to[operatorComponent].pinned(),
 			"COXSWAIN_UPGRADE_PROXY_IMAGE=" + to[proxyComponent].pinned(),
-		}
+		)
 	}
 	return nil
 }
@@ -233,6 +245,69 @@ func (c *cluster) apply(ctx context.Context, manifest string) error {
 			return fmt.Errorf("kubectl apply: %w: %s", err, lastLines(out.String(), 5))
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// helmRelease is the Helm release the cluster installs with --chart.
+const helmRelease = "coxswain"
+
+// helmInstall installs the chart as docs/installation.md does, its images set to the release's
+// pinned references, retrying while the API server settles.
+func (c *cluster) helmInstall(ctx context.Context) error {
+	images, err := readRelease(c.o.release)
+	if err != nil {
+		return err
+	}
+	args := []string{"install", helmRelease, c.o.chart, "--namespace", wellKnownNamespace, "--create-namespace", "--kubeconfig", c.kubeconfig}
+	args = append(args, helmImageValues(images)...)
+	log, err := os.Create(filepath.Join(c.logs, "helm.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close() //nolint:errcheck // a log
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cmd := exec.CommandContext(ctx, c.o.helm, args...)
+		cmd.Env = append(os.Environ(), helmEnv(os.TempDir())...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		_, _ = log.Write(out.Bytes())
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("helm install: %w: %s", err, lastLines(out.String(), 5))
+		}
+		// A failed install leaves a release behind: remove it before the next try.
+		_ = exec.CommandContext(ctx, c.o.helm, "uninstall", helmRelease, "--namespace", wellKnownNamespace, "--kubeconfig", c.kubeconfig).Run() //nolint:gosec // our helm
+		time.Sleep(time.Second)
+	}
+}
+
+// wellKnownNamespace is the namespace Coxswain is installed in (config/default's).
+const wellKnownNamespace = "coxswain-system"
+
+// helmImageValues sets the chart's operator and proxy images to the release's references.
+func helmImageValues(images map[string]releaseImage) []string {
+	var out []string
+	for prefix, comp := range map[string]string{"image": operatorComponent, "proxy.image": proxyComponent} {
+		img := images[comp]
+		ref, _ := name.NewTag(img.Ref) // checked by readRelease
+		out = append(out,
+			"--set", prefix+".repository="+ref.Context().Name(),
+			"--set", prefix+".tag="+ref.TagStr(),
+			"--set", prefix+".digest="+img.Digest)
+	}
+	return out
+}
+
+// helmEnv keeps helm's cache, configuration and data under dir.
+func helmEnv(dir string) []string {
+	return []string{
+		"HELM_CACHE_HOME=" + filepath.Join(dir, "helm", "cache"),
+		"HELM_CONFIG_HOME=" + filepath.Join(dir, "helm", "config"),
+		"HELM_DATA_HOME=" + filepath.Join(dir, "helm", "data"),
 	}
 }
 

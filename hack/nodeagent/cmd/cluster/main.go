@@ -41,6 +41,7 @@ type options struct {
 	operatorBinary, proxyBinary                               string
 	release                                                   string
 	nextRelease, nextConfig                                   string
+	helm, chart, nextChart                                    string
 	images                                                    stringList
 	extraImages                                               stringList
 	wait                                                      string
@@ -75,6 +76,9 @@ func main() {
 	fs.StringVar(&o.release, "release", "", "directory `release images` wrote (images.json, OCI layouts): the operator and proxy run from its images, pulled by the node from a registry inside the cluster, instead of the binaries of --operator-binary and --proxy-binary")
 	fs.StringVar(&o.nextRelease, "next-release", "", "directory of `release images` of the release to upgrade to: its images are served too, and the manifests of --next-config pinned to them are given to the command (COXSWAIN_UPGRADE_MANIFEST) with both releases' images (docs/local-cluster.md)")
 	fs.StringVar(&o.nextConfig, "next-config", "", "the kustomize tree of the release to upgrade to (with --next-release)")
+	fs.StringVar(&o.helm, "helm", "", "helm binary: with --chart, Coxswain is installed with helm install instead of kubectl apply")
+	fs.StringVar(&o.chart, "chart", "", "chart directory to helm install, its images set to those of --release (with --helm)")
+	fs.StringVar(&o.nextChart, "next-chart", "", "chart directory of the release to upgrade to, given to the command (COXSWAIN_UPGRADE_CHART, with --chart)")
 	fs.Var(&o.extraImages, "image", "IMAGE=PATH added to the image map (repeatable)")
 	fs.Var(&o.images, "images", "image map file whose `IMAGE PATH` lines are added, paths relative to its directory (repeatable)")
 	fs.StringVar(&o.wait, "wait", "pool", "wait before the command until the operator is Available (operator), also the shared proxy pool is Ready (pool), or not at all (none)")
@@ -83,6 +87,10 @@ func main() {
 	o.cmd = fs.Args()
 	if (o.nextRelease == "") != (o.nextConfig == "") || (o.nextRelease != "" && o.release == "") {
 		fmt.Fprintln(os.Stderr, "cluster: --next-release and --next-config go together, with --release")
+		os.Exit(2)
+	}
+	if o.chart != "" && (o.helm == "" || o.release == "" || o.overlay != "") {
+		fmt.Fprintln(os.Stderr, "cluster: --chart needs --helm and --release, and takes no --overlay")
 		os.Exit(2)
 	}
 	if o.wait != "none" && o.wait != "operator" && o.wait != "pool" {

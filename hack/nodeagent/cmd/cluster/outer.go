@@ -24,7 +24,7 @@ func outer(o options) (int, error) {
 	if o.agent == "" || o.kustomize == "" {
 		return 2, errors.New("--agent and --kustomize are required")
 	}
-	for _, p := range []*string{&o.state, &o.assets, &o.agent, &o.coredns, &o.kustomize, &o.config, &o.operatorBinary, &o.proxyBinary, &o.release, &o.nextRelease, &o.nextConfig} {
+	for _, p := range []*string{&o.state, &o.assets, &o.agent, &o.coredns, &o.kustomize, &o.config, &o.operatorBinary, &o.proxyBinary, &o.release, &o.nextRelease, &o.nextConfig, &o.helm, &o.chart, &o.nextChart} {
 		if *p == "" {
 			continue
 		}
@@ -142,7 +142,8 @@ func enter(o options, tmp, deploy, imagesFile, pidFile string) (int, error) {
 	args := slices.Concat([]string{
 		"run",
 		"--state=" + o.state, "--assets=" + o.assets, "--agent=" + o.agent, "--coredns=" + o.coredns, "--kustomize=" + o.kustomize,
-		"--overlay=" + o.overlay, "--release=" + o.release, "--next-release=" + o.nextRelease, "--next-config=" + o.nextConfig, "--wait=" + o.wait, "--timeout=" + o.timeout.String(), "--",
+		"--overlay=" + o.overlay, "--release=" + o.release, "--next-release=" + o.nextRelease, "--next-config=" + o.nextConfig,
+		"--helm=" + o.helm, "--chart=" + o.chart, "--next-chart=" + o.nextChart, "--wait=" + o.wait, "--timeout=" + o.timeout.String(), "--",
 	}, o.cmd)
 	cmd := exec.Command(self, args...) //nolint:gosec,noctx // ourselves, in new namespaces; stopped by signals
 	cmd.Env = append(withoutProxySettings(os.Environ()), envInner+"=1", "TMPDIR="+innerTmp,
