@@ -101,7 +101,7 @@ fuzz: ## Fuzz the HTTP/1.1 engine's parsers against net/http for FUZZTIME each (
 	done
 
 .PHONY: test-e2e
-test-e2e: k8s-assets kustomize ## Run the end-to-end suite on the local cluster: config/default, the external-ca overlay, an upgrade (hack/e2e-cluster.sh).
+test-e2e: k8s-assets kustomize helm ## Run the end-to-end suite on the local cluster: config/default, the external-ca overlay, upgrades with kubectl and helm (hack/e2e-cluster.sh).
 	hack/e2e-cluster.sh
 
 # Files that generators write: verify fails when regenerating them changes anything.
