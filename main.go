@@ -156,7 +156,10 @@ func run(o *options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	store := settings.NewStore(base)
+	// Pending until the CoxswainConfig reconciler has read the CoxswainConfig: the discovery
+	// listeners wait for it, or a proxy bootstrapping at startup would get an SVID of the
+	// flags' lifetime rather than the configured one.
+	store := settings.NewPendingStore(base)
 	board := readiness.NewBoard(v1alpha1.ConditionCAReady, v1alpha1.ConditionDiscoveryServing, v1alpha1.ConditionTrustBundlePublished)
 	elected := mgr.Elected()
 	isLeader := func() bool { return isClosed(elected) }

@@ -65,6 +65,7 @@ func (r *CoxswainConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			logger.Info("No CoxswainConfig found, running on flag and built-in defaults", "config", r.Key)
 		}
 		r.Store.Set(r.Base)
+		r.Store.MarkLoaded()
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
@@ -80,6 +81,7 @@ func (r *CoxswainConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if resolveErr != nil {
 		logger.Info("Rejected CoxswainConfig, keeping the settings in force", "reason", resolveErr.Error())
 	}
+	r.Store.MarkLoaded()
 	if !r.IsLeader() {
 		return ctrl.Result{}, nil
 	}
@@ -129,9 +131,11 @@ func (r *CoxswainConfigReconciler) readyCondition(generation int64, resolveErr e
 // re-runs when a component reports a change on the board.
 func (r *CoxswainConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	boardEvents := make(chan event.TypedGenericEvent[*v1alpha1.CoxswainConfig])
-	err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	// On every replica, as the controller: its first request publishes the settings, which the
+	// discovery listeners of each replica wait for.
+	err := mgr.Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
 		return r.forwardBoard(ctx, boardEvents)
-	}))
+	})})
 	if err != nil {
 		return fmt.Errorf("add readiness forwarder: %w", err)
 	}
@@ -145,6 +149,12 @@ func (r *CoxswainConfigReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Complete(r)
 }
+
+// everyReplica runs a runnable on every replica, not only on the leader.
+type everyReplica struct{ manager.RunnableFunc }
+
+// NeedLeaderElection is false.
+func (everyReplica) NeedLeaderElection() bool { return false }
 
 // forwardBoard turns board changes into reconcile requests for the configured object. The first
 // request also runs once at start, so the settings are published even with no object to watch.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -321,3 +322,50 @@ func TestWithoutAConfigTheFlagSettingsApply(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// Tests that a replica that is not the leader, with no CoxswainConfig to watch, still reads the
+// settings once and marks them final: its discovery listeners wait for that (an SVID issued
+// before would carry the flags' lifetime, not the configured one), so a replica that never
+// got there would never serve.
+func TestAReplicaThatIsNotTheLeaderMarksItsSettingsLoaded(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	// Another replica holds the lease for the whole test.
+	now := metav1.NowMicro()
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "coxswain-test-leader"},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptrTo("another-replica"), LeaseDurationSeconds: ptrTo[int32](3600),
+			AcquireTime: &now, RenewTime: &now,
+		},
+	}
+	if err := k8sClient.Create(t.Context(), lease); err != nil {
+		t.Fatal(err)
+	}
+	base := settings.Defaults()
+	base.TrustDomain = "follower.example"
+	store := settings.NewPendingStore(settings.Defaults())
+	board := readiness.NewBoard(v1alpha1.ConditionCAReady)
+	mgr := runManager(t, ctrl.Options{
+		Scheme: scheme, LeaderElection: true, LeaderElectionID: lease.Name, LeaderElectionNamespace: ns,
+	}, func(mgr ctrl.Manager) error {
+		r := &CoxswainConfigReconciler{
+			Client: mgr.GetClient(), Key: types.NamespacedName{Namespace: ns, Name: "coxswain"}, Base: base, Store: store, Board: board,
+			Recorder: mgr.GetEventRecorder("coxswain"), IsLeader: func() bool { return false },
+		}
+		return r.SetupWithManager(mgr)
+	})
+	select {
+	case <-store.Loaded():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the settings were not marked loaded on a replica that is not the leader")
+	}
+	if got := store.Get().TrustDomain; got != "follower.example" {
+		t.Errorf("trust domain %q, want the flags' follower.example", got)
+	}
+	select {
+	case <-mgr.Elected():
+		t.Error("this replica was elected although another holds the lease: the test proves nothing")
+	default:
+	}
+}

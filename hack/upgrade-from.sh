@@ -16,7 +16,7 @@ if ! commit="$(git rev-parse --verify --quiet "${from}^{commit}")"; then
 	exit 1
 fi
 tool="$(cat hack/release/*.go hack/release/go.mod | sha256sum | cut -c1-12)"
-dir="${XDG_CACHE_HOME:-${HOME}/.cache}/coxswain/upgrade-from/${commit:0:12}-${tool}"
+dir="${COXSWAIN_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/coxswain}/upgrade-from/${commit:0:12}-${tool}"
 if [[ ! -f "${dir}/release/images.json" ]]; then
 	rm -rf "${dir}"
 	mkdir -p "${dir}/src"

@@ -70,6 +70,12 @@ func startController(t *testing.T, namespace string, s settings.Settings) *contr
 // startControllerWith is startController on config, logging to logger.
 func startControllerWith(t *testing.T, config *rest.Config, logger logr.Logger, namespace string, s settings.Settings) *controller {
 	t.Helper()
+	return startControllerStore(t, config, logger, namespace, settings.NewStore(s))
+}
+
+// startControllerStore is startControllerWith on a store of the test's.
+func startControllerStore(t *testing.T, config *rest.Config, logger logr.Logger, namespace string, store *settings.Store) *controller {
+	t.Helper()
 	mgr, err := ctrl.NewManager(config, ctrl.Options{
 		Scheme: scheme, Logger: logger, Metrics: metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -79,7 +85,7 @@ func startControllerWith(t *testing.T, config *rest.Config, logger logr.Logger, 
 	}
 	c := &controller{
 		board:     readiness.NewBoard(v1alpha1.ConditionCAReady, v1alpha1.ConditionDiscoveryServing, v1alpha1.ConditionTrustBundlePublished),
-		settings:  settings.NewStore(s),
+		settings:  store,
 		snapshots: cache.New(time.Now),
 	}
 	c.Components, err = Setup(mgr, SetupOptions{

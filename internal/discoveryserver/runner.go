@@ -27,6 +27,9 @@ const (
 	ReasonCAUnavailable = "CAUnavailable"
 	ReasonListenFailed  = "ListenFailed"
 	ReasonStopped       = "Stopped"
+	// ReasonSettingsPending: the operator's CoxswainConfig has not been read yet; nothing
+	// listens, so no SVID is issued under a lifetime about to change.
+	ReasonSettingsPending = "SettingsPending"
 )
 
 const (
@@ -128,6 +131,16 @@ func (r *Runner) Start(ctx context.Context) error {
 		gen.stop()
 		r.report(metav1.ConditionFalse, ReasonStopped, "The controller is shutting down")
 	}()
+	select {
+	case <-r.opts.Settings.Loaded():
+	default:
+		r.report(metav1.ConditionFalse, ReasonSettingsPending, "Waiting for the CoxswainConfig to be read before listening")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.opts.Settings.Loaded():
+		}
+	}
 	for {
 		var retry <-chan time.Time
 		var err error

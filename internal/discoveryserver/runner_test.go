@@ -30,6 +30,9 @@ import (
 	snapcache "coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/discovery/wellknown"
+	"coxswain.dev/coxswain/internal/identity/castore"
+	"coxswain.dev/coxswain/internal/settings"
+	"coxswain.dev/coxswain/internal/testlog"
 )
 
 const serverName = wellknown.DiscoveryServiceName + "." + wellknown.InstallNamespace + ".svc"
@@ -64,6 +67,31 @@ func TestFailsClosedWithoutCA(t *testing.T) {
 	addrs := c.waitListening(t, serving)
 	if addrs.Bootstrap != bootstrapAddr {
 		t.Errorf("bootstrap listens on %s, want %s", addrs.Bootstrap, bootstrapAddr)
+	}
+	c.waitCondition(t, v1alpha1.ConditionDiscoveryServing, metav1.ConditionTrue, ReasonServing)
+}
+
+// Tests that the listeners wait until the settings are final (the operator's CoxswainConfig
+// read): nothing listens meanwhile, so no SVID can carry a lifetime about to change, and the
+// first generation serves the settings in force when they were marked loaded.
+func TestListensOnlyOnceTheSettingsAreLoaded(t *testing.T) {
+	ns := newNamespace(t, "ds-pending")
+	flags := testSettings(t)
+	store := settings.NewPendingStore(flags)
+	c := startControllerStore(t, restConfig, testlog.New(t), ns, store)
+	c.waitCondition(t, v1alpha1.ConditionDiscoveryServing, metav1.ConditionFalse, ReasonSettingsPending)
+	c.waitCondition(t, v1alpha1.ConditionCAReady, metav1.ConditionTrue, castore.ReasonCALoaded)
+	time.Sleep(time.Second) // the CA is ready: a runner that did not wait would listen now
+	if !refused(net.JoinHostPort("127.0.0.1", strconv.Itoa(int(flags.BootstrapPort)))) {
+		t.Fatal("the bootstrap listener serves before the settings are loaded")
+	}
+	configured := flags
+	configured.BootstrapPort, configured.Port = freePort(t), freePort(t)
+	store.Set(configured)
+	store.MarkLoaded()
+	addrs := c.waitListening(t, serving)
+	if !strings.HasSuffix(addrs.Bootstrap, ":"+strconv.Itoa(int(configured.BootstrapPort))) {
+		t.Errorf("bootstrap listens on %s, want the loaded settings' port %d", addrs.Bootstrap, configured.BootstrapPort)
 	}
 	c.waitCondition(t, v1alpha1.ConditionDiscoveryServing, metav1.ConditionTrue, ReasonServing)
 }
