@@ -31,11 +31,11 @@ import (
 // What the cluster command tells a run started with hack/cluster.sh run --from: the manifests of
 // the release to upgrade to (this tree's, pinned to its images) and both releases' images.
 const (
-	envUpgradeManifest  = "COXSWAIN_UPGRADE_MANIFEST"
-	envFromOperator     = "COXSWAIN_UPGRADE_FROM_OPERATOR_IMAGE"
-	envFromProxy        = "COXSWAIN_UPGRADE_FROM_PROXY_IMAGE"
-	envToOperator       = "COXSWAIN_UPGRADE_OPERATOR_IMAGE"
-	envToProxy          = "COXSWAIN_UPGRADE_PROXY_IMAGE"
+	envUpgradeManifest = "COXSWAIN_UPGRADE_MANIFEST"
+	envFromOperator    = "COXSWAIN_UPGRADE_FROM_OPERATOR_IMAGE"
+	envFromProxy       = "COXSWAIN_UPGRADE_FROM_PROXY_IMAGE"
+	envToOperator      = "COXSWAIN_UPGRADE_OPERATOR_IMAGE"
+	envToProxy         = "COXSWAIN_UPGRADE_PROXY_IMAGE"
 	// With hack/cluster.sh run --from --helm: the chart to upgrade to, helm, and the values
 	// setting the chart's images to the new release's.
 	envUpgradeChart     = "COXSWAIN_UPGRADE_CHART"

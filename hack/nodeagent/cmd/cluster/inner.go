@@ -181,11 +181,11 @@ func (c *cluster) startRegistry(ctx context.Context) error {
 				"COXSWAIN_UPGRADE_HELM_VALUES="+strings.Join(helmImageValues(to), " "))
 		}
 		c.upgradeEnv = append(c.upgradeEnv,
-			"COXSWAIN_UPGRADE_MANIFEST=" + os.Getenv("COXSWAIN_CLUSTER_NEXT_MANIFEST"),
-			"COXSWAIN_UPGRADE_FROM_OPERATOR_IMAGE=" + from[operatorComponent].pinned(),
-			"COXSWAIN_UPGRADE_FROM_PROXY_IMAGE=" + from[proxyComponent].pinned(),
-			"COXSWAIN_UPGRADE_OPERATOR_IMAGE=" + to[operatorComponent].pinned(),
-			"COXSWAIN_UPGRADE_PROXY_IMAGE=" + to[proxyComponent].pinned(),
+			"COXSWAIN_UPGRADE_MANIFEST="+os.Getenv("COXSWAIN_CLUSTER_NEXT_MANIFEST"),
+			"COXSWAIN_UPGRADE_FROM_OPERATOR_IMAGE="+from[operatorComponent].pinned(),
+			"COXSWAIN_UPGRADE_FROM_PROXY_IMAGE="+from[proxyComponent].pinned(),
+			"COXSWAIN_UPGRADE_OPERATOR_IMAGE="+to[operatorComponent].pinned(),
+			"COXSWAIN_UPGRADE_PROXY_IMAGE="+to[proxyComponent].pinned(),
 		)
 	}
 	return nil
