@@ -15,7 +15,7 @@ if ! commit="$(git rev-parse --verify --quiet "${from}^{commit}")"; then
 	echo "hack/upgrade-from.sh: ${from} is not a commit of this clone (a shallow clone lacks it: fetch the history)" >&2
 	exit 1
 fi
-tool="$(cat hack/release/*.go hack/release/go.mod | sha256sum | cut -c1-12)"
+tool="$(find hack/release -maxdepth 1 -name '*.go' ! -name '*_test.go' | sort | xargs cat hack/release/go.mod hack/release/go.sum | sha256sum | cut -c1-12)"
 dir="${COXSWAIN_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME}/.cache}/coxswain}/upgrade-from/${commit:0:12}-${tool}"
 if [[ ! -f "${dir}/release/images.json" ]]; then
 	rm -rf "${dir}"
