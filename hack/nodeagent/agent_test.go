@@ -418,8 +418,19 @@ func checkToken(ctx context.Context, t *testing.T, c *cluster, pod *corev1.Pod, 
 	}
 }
 
-// get fetches path from the test server on ip, from inside the namespace.
+// get fetches path from the test server on ip, from inside the namespace, and fails the test
+// unless it answers 200.
 func get(t *testing.T, ip, path string) string {
+	t.Helper()
+	code, body := getPod(t, ip, path)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s from the pod: %d %s", path, code, body)
+	}
+	return body
+}
+
+// getPod fetches path from the test server on ip, from inside the namespace.
+func getPod(t *testing.T, ip, path string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+net.JoinHostPort(ip, "8080")+path, http.NoBody)
 	if err != nil {
@@ -431,10 +442,10 @@ func get(t *testing.T, ip, path string) string {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s from the pod: %d %s %v", path, resp.StatusCode, body, err)
+	if err != nil {
+		t.Fatalf("GET %s from the pod: %d, body: %v", path, resp.StatusCode, err)
 	}
-	return string(body)
+	return resp.StatusCode, string(body)
 }
 
 func nodeReady(node *corev1.Node) bool {

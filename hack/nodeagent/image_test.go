@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -196,14 +195,14 @@ func TestAgentRunsAnImageFromARegistry(t *testing.T) {
 			t.Errorf("GET %s = %q, want %q", tc.path, got, tc.want)
 		}
 	}
-	if code := getStatus(t, ip, "/file?path=/srv/stale"); code != http.StatusNotFound {
+	if code := status(t, ip, "/file?path=/srv/stale"); code != http.StatusNotFound {
 		t.Errorf("the file the second layer whites out: GET answered %d, want 404", code)
 	}
 	if hosts := get(t, ip, "/file?path=/etc/hosts"); !strings.Contains(hosts, ip) || strings.Contains(hosts, "the image's own") {
 		t.Errorf("/etc/hosts in the container is %q, want the pod's (naming %s)", hosts, ip)
 	}
 	// readOnlyRootFilesystem: the root refuses writes, the emptyDir on it takes them.
-	if code := getStatus(t, ip, "/write?path=/srv/new"); code != http.StatusInternalServerError {
+	if code := status(t, ip, "/write?path=/srv/new"); code != http.StatusInternalServerError {
 		t.Errorf("a write to the read-only root answered %d, want 500 (refused)", code)
 	}
 	get(t, ip, "/write?path=/scratch/new")
@@ -340,17 +339,9 @@ func TestAgentReportsImagesItCannotPull(t *testing.T) {
 	}
 }
 
-// getStatus fetches path from the test server on ip and returns the status code.
-func getStatus(t *testing.T, ip, path string) int {
+// status fetches path from the test server on ip and returns the status code.
+func status(t *testing.T, ip, path string) int {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+net.JoinHostPort(ip, "8080")+path, http.NoBody)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatalf("GET %s from the pod: %v", path, err)
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
+	code, _ := getPod(t, ip, path)
+	return code
 }

@@ -61,24 +61,16 @@ var semver = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-
 
 func parseBuildFlags(args []string) (buildConfig, error) {
 	var c buildConfig
-	var epoch string
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
-	fs.StringVar(&c.Version, "version", "", "Release version, vMAJOR.MINOR.PATCH[-PRERELEASE].")
-	fs.StringVar(&c.Revision, "revision", "", "Commit the release is built from.")
-	fs.StringVar(&c.Registry, "registry", "coxswain.dev", "Registry (and path) the images and the chart are named under.")
-	fs.StringVar(&c.Root, "root", ".", "The repository's root directory.")
-	fs.StringVar(&c.Out, "out", "dist", "Output directory; replaced.")
+	sourceDate := commonFlags(fs, &c, "")
 	fs.StringVar(&c.Kustomize, "kustomize", "kustomize", "The pinned kustomize binary.")
 	fs.StringVar(&c.Helm, "helm", "helm", "The pinned helm binary.")
-	fs.StringVar(&epoch, "source-date-epoch", "0", "Unix time of every file and of the images' creation (the commit's time), for reproducible images.")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	secs, err := strconv.ParseInt(epoch, 10, 64)
-	if err != nil {
-		return c, fmt.Errorf("--source-date-epoch: %w", err)
+	if err := sourceDate(); err != nil {
+		return c, err
 	}
-	c.SourceDate = time.Unix(secs, 0).UTC()
 	c.Platforms = Platforms
 	return c, c.validate()
 }
@@ -87,27 +79,41 @@ func parseBuildFlags(args []string) (buildConfig, error) {
 // asked for, without its manifests, chart and SBOMs, as the local cluster runs them.
 func parseImagesFlags(args []string) (buildConfig, error) {
 	var c buildConfig
-	var epoch, platforms string
+	var platforms string
 	fs := flag.NewFlagSet("images", flag.ContinueOnError)
-	fs.StringVar(&c.Version, "version", DevVersion, "Version stamped into the binaries and the images' tags.")
-	fs.StringVar(&c.Revision, "revision", "", "Commit the images are built from.")
-	fs.StringVar(&c.Registry, "registry", "coxswain.dev", "Registry (and path) the images are named under.")
-	fs.StringVar(&c.Root, "root", ".", "The repository's root directory.")
-	fs.StringVar(&c.Out, "out", "dist", "Output directory; replaced.")
+	sourceDate := commonFlags(fs, &c, DevVersion)
 	fs.StringVar(&platforms, "platforms", runtime.GOOS+"/"+runtime.GOARCH, "Comma-separated OS/ARCH list, each one of the release's platforms.")
-	fs.StringVar(&epoch, "source-date-epoch", "0", "Unix time of every file and of the images' creation.")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	secs, err := strconv.ParseInt(epoch, 10, 64)
-	if err != nil {
-		return c, fmt.Errorf("--source-date-epoch: %w", err)
+	if err := sourceDate(); err != nil {
+		return c, err
 	}
-	c.SourceDate = time.Unix(secs, 0).UTC()
+	var err error
 	if c.Platforms, err = parsePlatforms(platforms); err != nil {
 		return c, err
 	}
 	return c, c.validate()
+}
+
+// commonFlags registers the flags build and images share on fs, into c; the function it
+// returns sets c.SourceDate from --source-date-epoch once fs is parsed.
+func commonFlags(fs *flag.FlagSet, c *buildConfig, version string) func() error {
+	var epoch string
+	fs.StringVar(&c.Version, "version", version, "Release version, vMAJOR.MINOR.PATCH[-PRERELEASE], stamped into the binaries and the images' tags.")
+	fs.StringVar(&c.Revision, "revision", "", "Commit the release is built from.")
+	fs.StringVar(&c.Registry, "registry", "coxswain.dev", "Registry (and path) the images and the chart are named under.")
+	fs.StringVar(&c.Root, "root", ".", "The repository's root directory.")
+	fs.StringVar(&c.Out, "out", "dist", "Output directory; replaced.")
+	fs.StringVar(&epoch, "source-date-epoch", "0", "Unix time of every file and of the images' creation (the commit's time), for reproducible images.")
+	return func() error {
+		secs, err := strconv.ParseInt(epoch, 10, 64)
+		if err != nil {
+			return fmt.Errorf("--source-date-epoch: %w", err)
+		}
+		c.SourceDate = time.Unix(secs, 0).UTC()
+		return nil
+	}
 }
 
 // DevVersion is the version of images built from a working tree rather than for a release.

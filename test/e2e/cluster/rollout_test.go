@@ -103,46 +103,13 @@ func (s *suite) rolloutsUnderLoad(t *testing.T) {
 	if err := s.setAccessLogFormat(ctx, v1alpha1.AccessLogFormatText); err != nil {
 		t.Fatal(err)
 	}
-	// Both rollouts are watched together, every 250 ms, so that each old pod is seen while it
-	// drains.
-	type rollout struct {
-		key      types.NamespacedName
-		check    func(context.Context) error
-		old      map[types.UID]bool
-		draining map[types.UID]time.Duration
-		done     time.Duration
-	}
-	var rollouts []*rollout
-	for key, old := range map[types.NamespacedName]map[types.UID]bool{sharedKey: oldShared, dedicated: oldDedicated} {
-		r := &rollout{key: key, old: old, draining: map[types.UID]time.Duration{}}
-		r.check = s.rolledOut(key, old, r.draining)
-		rollouts = append(rollouts, r)
-	}
-	if err := e2e.Poll(ctx, 4*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
-		var errs []error
-		for _, r := range rollouts {
-			if r.done != 0 {
-				continue
-			}
-			if err := r.check(ctx); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			r.done = time.Since(start)
-		}
-		return errors.Join(errs...)
-	}); err != nil {
+	rollouts := []*rollout{s.newRollout(sharedKey, oldShared), s.newRollout(dedicated, oldDedicated)}
+	if err := watchRollouts(ctx, start, 4*time.Minute, rollouts); err != nil {
 		t.Fatalf("rollouts: %v", err)
 	}
 	for _, r := range rollouts {
 		t.Logf("Deployment %s rolled: every old pod gone %s after the rollouts began", r.key, r.done.Round(100*time.Millisecond))
-		// Each old pod must have been seen terminating through most of the drain period: one
-		// that vanished at once was not drained, and its clients were lucky.
-		for uid := range r.old {
-			if d := r.draining[uid]; d < minDrainSeen {
-				t.Errorf("old pod %s of %s was last seen terminating %s after its deletion; a drain keeps it %s at least", uid, r.key, d.Round(100*time.Millisecond), proxyDrainPeriod)
-			}
-		}
+		r.checkDrained(t)
 	}
 	for i, l := range loads {
 		if err := waitMoreRequests(ctx, l, 100, 20*time.Second); err != nil {
@@ -179,6 +146,55 @@ func (s *suite) deploymentPods(ctx context.Context, key types.NamespacedName) ([
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// rollout is one Deployment's rollout, watched by watchRollouts.
+type rollout struct {
+	key types.NamespacedName
+	old map[types.UID]bool
+	// draining records how long after its deletion each old pod was last seen.
+	draining map[types.UID]time.Duration
+	// check is done when the rollout is (rolledOut, and whatever the caller adds).
+	check func(context.Context) error
+	// done is when check was first done, after the start watchRollouts was given.
+	done time.Duration
+}
+
+// newRollout watches the Deployment key replace its pods old.
+func (s *suite) newRollout(key types.NamespacedName, old map[types.UID]bool) *rollout {
+	r := &rollout{key: key, old: old, draining: map[types.UID]time.Duration{}}
+	r.check = s.rolledOut(key, old, r.draining)
+	return r
+}
+
+// watchRollouts checks every rollout together, every 250 ms, so that each old pod is seen while
+// it drains, until each is done.
+func watchRollouts(ctx context.Context, start time.Time, timeout time.Duration, rollouts []*rollout) error {
+	return e2e.Poll(ctx, timeout, 250*time.Millisecond, func(ctx context.Context) error {
+		var errs []error
+		for _, r := range rollouts {
+			if r.done != 0 {
+				continue
+			}
+			if err := r.check(ctx); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			r.done = time.Since(start)
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// checkDrained fails t for each old pod that was not seen terminating through most of the drain
+// period: one that vanished at once was not drained, and its clients were lucky.
+func (r *rollout) checkDrained(t *testing.T) {
+	t.Helper()
+	for uid := range r.old {
+		if d := r.draining[uid]; d < minDrainSeen {
+			t.Errorf("old pod %s of %s was last seen terminating %s after its deletion; a drain keeps it %s at least", uid, r.key, d.Round(100*time.Millisecond), proxyDrainPeriod)
+		}
+	}
 }
 
 // rolledOut is done when the Deployment's rollout completed (its controller saw the latest

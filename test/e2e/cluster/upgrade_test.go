@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -144,17 +143,11 @@ func TestUpgrade(t *testing.T) {
 		}
 		t.Logf("Applied the new release's manifests (CRDs first) in %s", time.Since(start).Round(100*time.Millisecond))
 	}
-	type rollout struct {
-		key      types.NamespacedName
-		image    string
-		check    func(context.Context) error
-		draining map[types.UID]time.Duration
-		done     time.Duration
-	}
+	images := map[types.NamespacedName]string{controller: to["operator"], shared: to["proxy"], dedicated: to["proxy"]}
 	var rollouts []*rollout
-	for key, image := range map[types.NamespacedName]string{controller: to["operator"], shared: to["proxy"], dedicated: to["proxy"]} {
-		r := &rollout{key: key, image: image, draining: map[types.UID]time.Duration{}}
-		rolledOut := s.rolledOut(key, old[key], r.draining)
+	for key, image := range images {
+		r := s.newRollout(key, old[key])
+		rolledOut := r.check
 		r.check = func(ctx context.Context) error {
 			if err := s.templateImage(ctx, key, image, key != controller); err != nil {
 				return err
@@ -166,31 +159,13 @@ func TestUpgrade(t *testing.T) {
 		}
 		rollouts = append(rollouts, r)
 	}
-	if err := e2e.Poll(ctx, 5*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
-		var errs []error
-		for _, r := range rollouts {
-			if r.done != 0 {
-				continue
-			}
-			if err := r.check(ctx); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			r.done = time.Since(start)
-		}
-		return errors.Join(errs...)
-	}); err != nil {
+	if err := watchRollouts(ctx, start, 5*time.Minute, rollouts); err != nil {
 		t.Fatalf("upgrade: %v", err)
 	}
 	for _, r := range rollouts {
-		t.Logf("Deployment %s runs %s on every pod, every old pod gone %s after the apply", r.key, r.image, r.done.Round(100*time.Millisecond))
-		if r.key == controller {
-			continue // the operator's pods hold no client's connection
-		}
-		for uid := range old[r.key] {
-			if d := r.draining[uid]; d < minDrainSeen {
-				t.Errorf("old pod %s of %s was last seen terminating %s after its deletion; a drain keeps it %s at least", uid, r.key, d.Round(100*time.Millisecond), proxyDrainPeriod)
-			}
+		t.Logf("Deployment %s runs %s on every pod, every old pod gone %s after the apply", r.key, images[r.key], r.done.Round(100*time.Millisecond))
+		if r.key != controller { // the operator's pods hold no client's connection
+			r.checkDrained(t)
 		}
 	}
 	for i, l := range loads {

@@ -225,27 +225,10 @@ func (c *cluster) startAgent() error {
 // apply applies the rendered manifests as make deploy does (server-side apply), retrying while
 // the API server settles.
 func (c *cluster) apply(ctx context.Context, manifest string) error {
-	log, err := os.Create(filepath.Join(c.logs, "apply.log"))
-	if err != nil {
-		return err
-	}
-	defer log.Close() //nolint:errcheck // a log
-	deadline := time.Now().Add(time.Minute)
-	for {
-		cmd := exec.CommandContext(ctx, filepath.Join(c.o.assets, "kubectl"), "--kubeconfig="+c.kubeconfig,
+	return c.retrying(ctx, "apply.log", "kubectl apply", func() *exec.Cmd {
+		return exec.CommandContext(ctx, filepath.Join(c.o.assets, "kubectl"), "--kubeconfig="+c.kubeconfig, //nolint:gosec // the cluster's kubectl
 			"apply", "--server-side", "-f", manifest)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		_, _ = log.Write(out.Bytes())
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("kubectl apply: %w: %s", err, lastLines(out.String(), 5))
-		}
-		time.Sleep(time.Second)
-	}
+	}, nil)
 }
 
 // helmRelease is the Helm release the cluster installs with --chart.
@@ -258,17 +241,30 @@ func (c *cluster) helmInstall(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"install", helmRelease, c.o.chart, "--namespace", wellKnownNamespace, "--create-namespace", "--kubeconfig", c.kubeconfig}
+	args := []string{"install", helmRelease, c.o.chart, "--namespace", installNamespace, "--create-namespace", "--kubeconfig", c.kubeconfig}
 	args = append(args, helmImageValues(images)...)
-	log, err := os.Create(filepath.Join(c.logs, "helm.log"))
+	return c.retrying(ctx, "helm.log", "helm install", func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, c.o.helm, args...) //nolint:gosec // our helm
+		cmd.Env = append(os.Environ(), helmEnv(os.TempDir())...)
+		return cmd
+	}, func() {
+		// A failed install leaves a release behind: remove it before the next try.
+		_ = exec.CommandContext(ctx, c.o.helm, "uninstall", helmRelease, "--namespace", installNamespace, "--kubeconfig", c.kubeconfig).Run() //nolint:gosec // our helm
+	})
+}
+
+// retrying runs the command newCmd makes until it succeeds, for up to a minute while the API
+// server settles, appending its output to the log logName; undo, when given, runs between
+// tries.
+func (c *cluster) retrying(ctx context.Context, logName, what string, newCmd func() *exec.Cmd, undo func()) error {
+	log, err := os.Create(filepath.Join(c.logs, logName))
 	if err != nil {
 		return err
 	}
 	defer log.Close() //nolint:errcheck // a log
 	deadline := time.Now().Add(time.Minute)
 	for {
-		cmd := exec.CommandContext(ctx, c.o.helm, args...)
-		cmd.Env = append(os.Environ(), helmEnv(os.TempDir())...)
+		cmd := newCmd()
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()
@@ -277,16 +273,14 @@ func (c *cluster) helmInstall(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("helm install: %w: %s", err, lastLines(out.String(), 5))
+			return fmt.Errorf("%s: %w: %s", what, err, lastLines(out.String(), 5))
 		}
-		// A failed install leaves a release behind: remove it before the next try.
-		_ = exec.CommandContext(ctx, c.o.helm, "uninstall", helmRelease, "--namespace", wellKnownNamespace, "--kubeconfig", c.kubeconfig).Run() //nolint:gosec // our helm
+		if undo != nil {
+			undo()
+		}
 		time.Sleep(time.Second)
 	}
 }
-
-// wellKnownNamespace is the namespace Coxswain is installed in (config/default's).
-const wellKnownNamespace = "coxswain-system"
 
 // helmImageValues sets the chart's operator and proxy images to the release's references.
 func helmImageValues(images map[string]releaseImage) []string {
