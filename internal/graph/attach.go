@@ -11,18 +11,18 @@ import (
 // attach decides whether a route attaches to the listeners one parentRef selects, records the
 // parent's conditions, and adds the route to those listeners when it is accepted. Attachment
 // follows the spec: sectionName and port select listeners, allowedRoutes filter them, and the
-// route's hostnames must intersect a listener's.
-func (b *builder) attach(r *HTTPRoute, p *Parent) {
+// route's hostnames must intersect a listener's. It returns the listeners the route attached to.
+func (b *builder) attach(r *HTTPRoute, p *Parent) []listenerAttachment {
 	selected := selectListeners(p)
 	if len(selected) == 0 {
 		p.Conditions = []metav1.Condition{conditions.NewRouteNoMatchingParent(noMatchMessage(p)), r.resolvedRefs}
-		return
+		return nil
 	}
 	allowed := b.allowedListeners(r, selected)
 	if len(allowed) == 0 {
 		msg := fmt.Sprintf("No listener of %s allows %ss from namespace %s", p.parentName(), r.Kind(), r.Source.Namespace)
 		p.Conditions = []metav1.Condition{conditions.NewRouteNotAllowedByListeners(msg), r.resolvedRefs}
-		return
+		return nil
 	}
 	hosts := routeHostnames(r)
 	attachments := make(map[*Listener][]AttachedHostname, len(allowed))
@@ -39,12 +39,16 @@ func (b *builder) attach(r *HTTPRoute, p *Parent) {
 	default:
 		p.Accepted = true
 		p.Conditions = []metav1.Condition{conditions.NewRouteAccepted(), r.resolvedRefs}
-		for _, l := range allowed {
+		var out []listenerAttachment
+		for i, l := range p.listeners() {
 			if both, ok := attachments[l]; ok {
 				l.addRoute(r, both)
+				out = append(out, listenerAttachment{index: i, hostnames: both})
 			}
 		}
+		return out
 	}
+	return nil
 }
 
 func selectListeners(p *Parent) []*Listener {

@@ -41,9 +41,9 @@ type Options struct {
 	// namespace hold together; a listener port beyond it gets none and its listener is not
 	// programmed (PortsExhausted). wellknown.DefaultMaxSharedPortsPerNamespace when zero.
 	MaxSharedPortsPerNamespace int32
-	// Rules, when set, keeps the routes' resolved rules from one Build to the next (see
-	// RuleMemo).
-	Rules *RuleMemo
+	// Routes, when set, keeps what Build resolved of the HTTPRoutes, their rules and their
+	// attachments, from one Build to the next (see RouteMemo).
+	Routes *RouteMemo
 }
 
 func (o Options) withDefaults() Options {

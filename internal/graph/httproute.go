@@ -127,28 +127,57 @@ func (r *HTTPRoute) ID() string {
 
 func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 	var out []*HTTPRoute
-	for _, key := range sortedKeys(b.cs.HTTPRoutes) {
-		src := b.cs.HTTPRoutes[key]
-		parents := b.ourParents(src)
-		if len(parents) == 0 {
+	for _, key := range b.routeKeys() {
+		src, ok := b.cs.HTTPRoutes[key]
+		if !ok {
 			continue
 		}
-		r := &HTTPRoute{Source: src, Parents: parents, resolvedRefs: conditions.NewRouteResolvedRefs()}
-		b.rules(r)
-		for _, p := range parents {
-			b.attach(r, p)
+		mr, usable := b.memoOf(key)
+		r := &HTTPRoute{Source: src, resolvedRefs: conditions.NewRouteResolvedRefs()}
+		if usable && mr.hasParents && len(mr.parents) == 0 && mr.parentsGen == b.opts.Routes.parentsGen {
+			continue // none of its parentRefs names one of our Gateways
 		}
+		resolved := false
+		if usable && mr.rules != nil {
+			b.rules(r, mr, true)
+			if b.replayParents(r, mr) {
+				out = append(out, r)
+				continue
+			}
+			resolved = true
+		}
+		parents := b.ourParents(src)
+		if len(parents) == 0 {
+			b.recordParents(r, mr, nil, nil)
+			continue
+		}
+		r.Parents = parents
+		if !resolved {
+			b.rules(r, mr, usable)
+		}
+		attached := make([][]listenerAttachment, len(parents))
+		for i, p := range parents {
+			attached[i] = b.attach(r, p)
+		}
+		b.recordParents(r, mr, parents, attached)
 		out = append(out, r)
 	}
-	b.finishRules()
+	b.finishRoutes()
 	return out
 }
 
-// stampRoutes sets the observedGeneration of every parent condition of routes.
+// stampRoutes sets the observedGeneration of every parent condition of routes. A condition
+// stamped already is not written: those of a RouteMemo are shared with earlier graphs, which
+// the status writer may be reading.
 func stampRoutes(routes []*HTTPRoute) {
 	for _, r := range routes {
+		gen := r.Source.Generation
 		for _, p := range r.Parents {
-			conditions.Stamp(p.Conditions, r.Source.Generation)
+			for i := range p.Conditions {
+				if p.Conditions[i].ObservedGeneration != gen {
+					p.Conditions[i].ObservedGeneration = gen
+				}
+			}
 		}
 	}
 }

@@ -36,7 +36,7 @@ var (
 )
 
 func seenOf(cs *state.ClusterState, opts graph.Options) *seen {
-	opts.Rules = nil
+	opts.Routes = nil
 	s := &seen{
 		opts:     opts,
 		gateways: maps.Clone(cs.Gateways),
@@ -148,7 +148,7 @@ func set[P any](m, next map[types.NamespacedName]P, keys []types.NamespacedName)
 
 // diff compares cs and opts with what the last rebuild read; prev nil means there was none.
 func (prev *seen) diff(cs *state.ClusterState, opts graph.Options) changes {
-	opts.Rules = nil
+	opts.Routes = nil
 	if prev == nil || prev.opts != opts || prev.othersChanged(cs) {
 		return changes{all: true}
 	}

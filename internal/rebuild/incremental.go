@@ -28,7 +28,7 @@ type ScopeFailure struct {
 // scope's own: nothing compiled or encoded for one scope is ever looked up for another.
 type incremental struct {
 	seen   *seen
-	rules  *graph.RuleMemo
+	routes *graph.RouteMemo
 	scopes map[snapshot.Scope]*scopeMemo
 	// gateways maps every accepted Gateway of the last rebuild to its scope.
 	gateways map[types.NamespacedName]snapshot.Scope
@@ -50,18 +50,21 @@ type scopeEncoding struct {
 	Gateways []*graph.Gateway
 }
 
-// prepare compares the state with the last rebuild's and drops from the graph's rule memo what
+// prepare compares the state with the last rebuild's and drops from the graph's route memo what
 // the changes may have made stale; encode does the same for the scope memos.
 func (inc *incremental) prepare(cs *state.ClusterState, opts graph.Options) changes {
 	c := inc.seen.diff(cs, opts)
-	if inc.rules == nil {
-		inc.rules = graph.NewRuleMemo()
+	if inc.routes == nil {
+		inc.routes = graph.NewRouteMemo()
 	}
-	if c.all {
-		inc.rules.Reset()
+	switch {
+	case c.all:
+		inc.routes.Reset()
+	case len(c.gateways) > 0:
+		inc.routes.ParentsChanged()
 	}
 	for key := range c.routes {
-		inc.rules.RouteChanged(key)
+		inc.routes.RouteChanged(key)
 	}
 	return c
 }

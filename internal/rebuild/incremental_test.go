@@ -42,7 +42,9 @@ func (w *statusRecorder) Write(_ context.Context, _ *state.ClusterState, g *grap
 
 // churn is a cluster that random events change: the Gateways, Secrets and classes of
 // internal/graph's scopes case (two shared pool Gateways, two dedicated ones, two certificates),
-// and routes, Services, EndpointSlices and ReferenceGrants that come and go.
+// shared-a admitting the ListenerSets of labelled namespaces and by-class those of any
+// namespace, whose listener takes the routes of labelled namespaces; and routes, Services,
+// EndpointSlices, ReferenceGrants, ListenerSets and namespace labels that come and go.
 type churn struct {
 	rnd   *rand.Rand
 	cs    *state.ClusterState
@@ -62,6 +64,19 @@ func newChurn(t *testing.T, seed uint64) *churn {
 		t.Fatal(err)
 	}
 	base, _ := state.Decode(bytes.NewReader(raw))
+	for _, s := range []*state.ClusterState{cs, base} {
+		a := s.Gateways[types.NamespacedName{Namespace: "default", Name: "shared-a"}]
+		a.Spec.AllowedListeners = &gwapiv1.AllowedListeners{Namespaces: &gwapiv1.ListenerNamespaces{
+			From:     ptr.To(gwapiv1.NamespacesFromSelector),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"listeners": "allowed"}},
+		}}
+		c := s.Gateways[types.NamespacedName{Namespace: "default", Name: "by-class"}]
+		c.Spec.AllowedListeners = &gwapiv1.AllowedListeners{Namespaces: &gwapiv1.ListenerNamespaces{From: ptr.To(gwapiv1.NamespacesFromAll)}}
+		c.Spec.Listeners[0].AllowedRoutes = &gwapiv1.AllowedRoutes{Namespaces: &gwapiv1.RouteNamespaces{
+			From:     ptr.To(gwapiv1.NamespacesFromSelector),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"routes": "allowed"}},
+		}}
+	}
 	w := &churn{rnd: rand.New(rand.NewPCG(seed, seed)), cs: cs, base: base}
 	for _, s := range cs.Secrets {
 		w.certs = append(w.certs, [2][]byte{s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]})
@@ -86,7 +101,7 @@ func (w *churn) key(kind string, n int) types.NamespacedName {
 
 // step applies one random event and returns what it did.
 func (w *churn) step() string {
-	switch op := w.rnd.IntN(12); op {
+	switch op := w.rnd.IntN(16); op {
 	case 0, 1, 2:
 		r := w.route()
 		w.cs.HTTPRoutes[state.Key(r)] = r
@@ -116,8 +131,14 @@ func (w *churn) step() string {
 		return w.secret()
 	case 10:
 		return w.gateway()
-	default:
+	case 11:
 		return w.grant()
+	case 12, 13:
+		return w.listenerSet()
+	case 14:
+		return w.grpcRoute()
+	default:
+		return w.namespace()
 	}
 }
 
@@ -130,8 +151,15 @@ func (w *churn) route() *gwapiv1.HTTPRoute {
 	w.stamp(r)
 	for range 1 + w.rnd.IntN(2) {
 		ref := gwapiv1.ParentReference{Name: gwapiv1.ObjectName(w.pick("shared-a", "shared-b", "by-class", "by-infra")), Namespace: ptr.To(gwapiv1.Namespace("default"))}
+		if w.rnd.IntN(4) == 0 {
+			ls := w.key("ls", 3)
+			ref = gwapiv1.ParentReference{
+				Group: ptr.To(gwapiv1.Group(gwapiv1.GroupName)), Kind: ptr.To(gwapiv1.Kind("ListenerSet")),
+				Name: gwapiv1.ObjectName(ls.Name), Namespace: ptr.To(gwapiv1.Namespace(ls.Namespace)),
+			}
+		}
 		if w.rnd.IntN(3) == 0 {
-			ref.SectionName = ptr.To(gwapiv1.SectionName(w.pick("http", "https")))
+			ref.SectionName = ptr.To(gwapiv1.SectionName(w.pick("http", "https", "extra")))
 		}
 		r.Spec.ParentRefs = append(r.Spec.ParentRefs, ref)
 	}
@@ -266,6 +294,77 @@ func (w *churn) grant() string {
 	return "upsert referencegrant " + key.String()
 }
 
+// listenerSet creates, changes or deletes a ListenerSet of shared-a or by-class: one or two HTTP
+// listeners whose hostnames, ports and names come and go, so that they attach, conflict with
+// their Gateway's listeners and take routes, or not.
+func (w *churn) listenerSet() string {
+	key := w.key("ls", 3)
+	if w.rnd.IntN(4) == 0 {
+		delete(w.cs.ListenerSets, key)
+		return "delete listenerset " + key.String()
+	}
+	ls := &gwapiv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Generation: int64(w.rv)}}
+	w.stamp(ls)
+	ls.Spec.ParentRef = gwapiv1.ParentGatewayReference{Name: gwapiv1.ObjectName(w.pick("shared-a", "by-class")), Namespace: ptr.To(gwapiv1.Namespace("default"))}
+	for i := range 1 + w.rnd.IntN(2) {
+		l := gwapiv1.ListenerEntry{
+			Name:     gwapiv1.SectionName(w.pick("extra", "http", fmt.Sprintf("l%d", i))),
+			Port:     gwapiv1.PortNumber(w.pick2(80, 8080)),
+			Protocol: gwapiv1.HTTPProtocolType,
+		}
+		if h := w.pick("", "a.example.com", "*.example.com", "ls.example.com"); h != "" {
+			l.Hostname = ptr.To(gwapiv1.Hostname(h))
+		}
+		ls.Spec.Listeners = append(ls.Spec.Listeners, l)
+	}
+	w.cs.ListenerSets[key] = ls
+	return "upsert listenerset " + key.String()
+}
+
+// grpcRoute creates, changes or deletes a GRPCRoute whose hostnames the HTTPRoutes also use, so
+// that the kinds conflict on a listener and the older route wins it.
+func (w *churn) grpcRoute() string {
+	key := w.key("grpc", 2)
+	if w.rnd.IntN(3) == 0 {
+		delete(w.cs.GRPCRoutes, key)
+		return "delete grpcroute " + key.String()
+	}
+	r := &gwapiv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{
+		Namespace: key.Namespace, Name: key.Name, CreationTimestamp: metav1.Unix(int64(w.rnd.IntN(3)), 0),
+	}}
+	w.stamp(r)
+	r.Spec.ParentRefs = []gwapiv1.ParentReference{{Name: gwapiv1.ObjectName(w.pick("shared-a", "shared-b")), Namespace: ptr.To(gwapiv1.Namespace("default"))}}
+	r.Spec.Hostnames = []gwapiv1.Hostname{gwapiv1.Hostname(w.pick("a.example.com", "*.example.com"))}
+	r.Spec.Rules = []gwapiv1.GRPCRouteRule{{BackendRefs: []gwapiv1.GRPCBackendRef{{BackendRef: gwapiv1.BackendRef{
+		BackendObjectReference: gwapiv1.BackendObjectReference{Name: gwapiv1.ObjectName(fmt.Sprintf("svc-%d", w.rnd.IntN(4))), Port: ptr.To(gwapiv1.PortNumber(8080))},
+	}}}}}
+	w.cs.GRPCRoutes[key] = r
+	return "upsert grpcroute " + key.String()
+}
+
+func (w *churn) pick2(a, b int32) int32 {
+	if w.rnd.IntN(2) == 0 {
+		return a
+	}
+	return b
+}
+
+// namespace turns a namespace's labels on or off: the ListenerSets shared-a admits and the
+// routes by-class's listener takes.
+func (w *churn) namespace() string {
+	key := types.NamespacedName{Name: w.pick("default", "team")}
+	ns := w.cs.Namespaces[key].DeepCopy()
+	w.stamp(ns)
+	label := w.pick("listeners", "routes")
+	if ns.Labels[label] == "" {
+		ns.Labels = map[string]string{label: "allowed"}
+	} else {
+		ns.Labels = nil
+	}
+	w.cs.Namespaces[key] = ns
+	return fmt.Sprintf("label namespace %s %v", key.Name, ns.Labels)
+}
+
 // reload returns the state as Load returns it: the same objects, each behind a new pointer.
 func reload(cs *state.ClusterState) *state.ClusterState {
 	out := state.New()
@@ -279,6 +378,8 @@ func reload(cs *state.ClusterState) *state.ClusterState {
 	copyAll(out.EndpointSlices, cs.EndpointSlices)
 	copyAll(out.Secrets, cs.Secrets)
 	copyAll(out.Namespaces, cs.Namespaces)
+	copyAll(out.ListenerSets, cs.ListenerSets)
+	copyAll(out.GRPCRoutes, cs.GRPCRoutes)
 	copyAll(out.GatewayParameters, cs.GatewayParameters)
 	copyAll(out.Deployments, cs.Deployments)
 	return out
@@ -310,12 +411,13 @@ func published(t *testing.T, c *cache.Cache) map[string][]string {
 }
 
 // Tests that after every event of random sequences (routes, Services, EndpointSlices, Secrets,
-// Gateways and ReferenceGrants created, changed and deleted) the incremental pipeline publishes
+// Gateways, ReferenceGrants, ListenerSets and GRPCRoutes created, changed and deleted, namespaces
+// labelled) the incremental pipeline publishes
 // byte for byte what a pipeline built from nothing publishes for the same state, scope by scope
 // and version by version, and computes the same status.
 func TestIncrementalRebuildsEqualRebuildsFromScratch(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(4) {
+	for seed := range uint64(16) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			w := newChurn(t, seed+1)

@@ -125,7 +125,7 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	}
 	_, span := phase(ctx, "graph")
 	changes := p.inc.prepare(in.State, opts)
-	opts.Rules = p.inc.rules
+	opts.Routes = p.inc.routes
 	g := graph.Build(in.State, opts)
 	span.SetAttributes(attribute.Int("coxswain.gateways", len(g.Gateways)))
 	span.End()
