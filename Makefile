@@ -94,10 +94,11 @@ FUZZ_TARGETS := \
 	proxy:./internal/dataplane/http1/:FuzzChunked \
 	proxy:./internal/dataplane/http1/:FuzzResponseHead \
 	proxy:./internal/dataplane/h1client/:FuzzForwardRoundTrip \
-	proxy:./internal/dataplane/h1client/:FuzzUpstreamStream
+	proxy:./internal/dataplane/h1client/:FuzzUpstreamStream \
+	discovery:./routeset/:FuzzAssemble
 
 .PHONY: fuzz
-fuzz: ## Fuzz the HTTP/1.1 engine's parsers against net/http for FUZZTIME each (10s).
+fuzz: ## Fuzz the HTTP/1.1 engine's parsers against net/http, and the route set assembly against the protobuf decoder, for FUZZTIME each (10s).
 	@for t in $(FUZZ_TARGETS); do \
 		IFS=: read -r mod pkg name <<<"$$t"; echo "fuzz $$mod $$pkg $$name for $(FUZZTIME)"; \
 		(cd $$mod && go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg) || exit 1; \

@@ -29,6 +29,10 @@ type StreamConfig struct {
 	TLS    *tls.Config
 	NodeID string
 	Scope  *discoveryv1.Scope
+	// RouteSets asks for the routes of virtual hosts in RouteSet resources (Subscribe.route_sets),
+	// which the subscriber assembles into their listeners (routeset.Assemble); without it the
+	// routes come inside their listeners.
+	RouteSets bool
 	// DialOptions are added to the connection's options (tests, custom dialers).
 	DialOptions []grpc.DialOption
 }
@@ -94,7 +98,7 @@ func (s *Stream) open(ctx context.Context, cfg StreamConfig) error {
 	}
 	s.stream = stream
 	err = stream.Send(&discoveryv1.ClientMessage{Kind: &discoveryv1.ClientMessage_Subscribe{
-		Subscribe: &discoveryv1.Subscribe{WireVersion: discoveryv1.WireVersion, NodeId: cfg.NodeID, Scope: cfg.Scope},
+		Subscribe: &discoveryv1.Subscribe{WireVersion: discoveryv1.WireVersion, NodeId: cfg.NodeID, Scope: cfg.Scope, RouteSets: cfg.RouteSets},
 	}})
 	if errors.Is(err, io.EOF) {
 		// The server ended the stream before the subscription went out (a refusal it sends at

@@ -447,8 +447,12 @@ type Subscribe struct {
 	// wire_version must equal the server's wire version.
 	WireVersion uint32 `protobuf:"varint,1,opt,name=wire_version,json=wireVersion,proto3" json:"wire_version,omitempty"`
 	// node_id names the proxy instance (its pod name, for example); it is bound to the peer identity.
-	NodeId        string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Scope         *Scope `protobuf:"bytes,3,opt,name=scope,proto3" json:"scope,omitempty"`
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Scope  *Scope `protobuf:"bytes,3,opt,name=scope,proto3" json:"scope,omitempty"`
+	// route_sets says the proxy takes a virtual host's routes in RouteSet resources. A server
+	// sends them only to a proxy that says so, and the routes inside their Listener to any other
+	// (a server that predates RouteSets ignores the field and always does).
+	RouteSets     bool `protobuf:"varint,4,opt,name=route_sets,json=routeSets,proto3" json:"route_sets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -502,6 +506,13 @@ func (x *Subscribe) GetScope() *Scope {
 		return x.Scope
 	}
 	return nil
+}
+
+func (x *Subscribe) GetRouteSets() bool {
+	if x != nil {
+		return x.RouteSets
+	}
+	return false
 }
 
 // Ack tells the server that the snapshot with this version and nonce was applied.
@@ -852,11 +863,13 @@ const file_v1_discovery_proto_rawDesc = "" +
 	"\tsubscribe\x18\x01 \x01(\v2 .coxswain.discovery.v1.SubscribeH\x00R\tsubscribe\x12.\n" +
 	"\x03ack\x18\x02 \x01(\v2\x1a.coxswain.discovery.v1.AckH\x00R\x03ack\x121\n" +
 	"\x04nack\x18\x03 \x01(\v2\x1b.coxswain.discovery.v1.NackH\x00R\x04nackB\x06\n" +
-	"\x04kind\"{\n" +
+	"\x04kind\"\x9a\x01\n" +
 	"\tSubscribe\x12!\n" +
 	"\fwire_version\x18\x01 \x01(\rR\vwireVersion\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x122\n" +
-	"\x05scope\x18\x03 \x01(\v2\x1c.coxswain.discovery.v1.ScopeR\x05scope\"5\n" +
+	"\x05scope\x18\x03 \x01(\v2\x1c.coxswain.discovery.v1.ScopeR\x05scope\x12\x1d\n" +
+	"\n" +
+	"route_sets\x18\x04 \x01(\bR\trouteSets\"5\n" +
 	"\x03Ack\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\tR\x05nonce\"N\n" +

@@ -21,7 +21,7 @@ func (a *Agent) stream(ctx context.Context, s *svid) (healthy bool, err error) {
 	go a.cancelOnRotation(ctx, cancel)
 	st, err := client.Subscribe(ctx, client.StreamConfig{
 		Address: a.cfg.StreamAddress, TLS: a.streamTLS(s), NodeID: a.cfg.NodeID,
-		Scope: a.cfg.Scope.proto(), DialOptions: a.cfg.DialOptions,
+		Scope: a.cfg.Scope.proto(), DialOptions: a.cfg.DialOptions, RouteSets: true,
 	})
 	if err != nil {
 		return false, streamError(ctx, err)

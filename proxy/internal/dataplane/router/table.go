@@ -59,6 +59,8 @@ type Table struct {
 	listeners    map[string]*compiledListener
 	clusterNames map[string]*Cluster
 	certificates map[string]*Certificate
+	// assembled holds the listeners that came with route sets, by name.
+	assembled map[string]assembly
 }
 
 // compiledListener is one Listener resource: its virtual hosts are compiled even when the

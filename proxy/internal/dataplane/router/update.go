@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/routeset"
 )
 
 // Update validates a complete resource set as Compile does, and refuses exactly what Compile
@@ -30,6 +31,7 @@ func Update(prev *Table, resources iter.Seq2[string, *anypb.Any]) (*Table, error
 		prev: prev,
 		table: &Table{
 			listeners:    make(map[string]*compiledListener, len(in.listeners)),
+			assembled:    in.assembled,
 			clusterNames: make(map[string]*Cluster, len(in.clusters)),
 			certificates: make(map[string]*Certificate, len(in.certificates)),
 		},
@@ -55,36 +57,104 @@ type entry[T proto.Message] struct {
 	msg       T
 }
 
-// sorted is a resource set sorted into its three kinds, in name order.
+// sorted is a resource set sorted into its three kinds, in name order, the listeners with
+// route sets assembled.
 type sorted struct {
 	listeners    []entry[*discoveryv1.Listener]
 	clusters     []entry[*discoveryv1.Cluster]
 	certificates []entry[*discoveryv1.Certificate]
+	assembled    map[string]assembly
 }
 
 var listenerTypeURL = "type.googleapis.com/" + string(proto.MessageName(&discoveryv1.Listener{}))
 
 func sortResources(prev *Table, resources iter.Seq2[string, *anypb.Any]) (*sorted, error) {
-	s := &sorted{}
+	s := &sorted{assembled: map[string]assembly{}}
 	seen := map[string]bool{}
 	var errs []error
+	var rest []keyed
+	sets := map[string][]keyed{}
 	for key, payload := range resources {
 		if seen[key] {
 			errs = append(errs, fmt.Errorf("%w: key %q appears twice", ErrInvalid, key))
 			continue
 		}
 		seen[key] = true
-		if s.known(prev, key, payload) {
+		if strings.HasPrefix(key, routeset.KeyPrefix) {
+			l, _, _, ok := routeset.ParseKey(key)
+			if !ok || payload.GetTypeUrl() != routeset.TypeURL() {
+				errs = append(errs, fmt.Errorf("resource %q: %w: not a route set", key, ErrInvalid))
+				continue
+			}
+			sets[l] = append(sets[l], keyed{key, payload})
 			continue
 		}
-		if err := s.decode(key, payload); err != nil {
-			errs = append(errs, fmt.Errorf("resource %q: %w", key, err))
+		rest = append(rest, keyed{key, payload})
+	}
+	for _, r := range rest {
+		payload := r.payload
+		if name, ok := strings.CutPrefix(r.key, ListenerKeyPrefix); ok && sets[name] != nil {
+			a, err := assemble(prev, name, payload, sets[name])
+			delete(sets, name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("resource %q: %w", r.key, err))
+				continue
+			}
+			s.assembled[name], payload = a, a.src
 		}
+		if s.known(prev, r.key, payload) {
+			continue
+		}
+		if err := s.decode(r.key, payload); err != nil {
+			errs = append(errs, fmt.Errorf("resource %q: %w", r.key, err))
+		}
+	}
+	for name, ss := range sets {
+		errs = append(errs, fmt.Errorf("resource %q: %w: route set of listener %s, which the set lacks", ss[0].key, ErrInvalid, name))
 	}
 	slices.SortFunc(s.listeners, byName)
 	slices.SortFunc(s.clusters, byName)
 	slices.SortFunc(s.certificates, byName)
 	return s, errors.Join(errs...)
+}
+
+// keyed is one resource of the set.
+type keyed struct {
+	key     string
+	payload *anypb.Any
+}
+
+// assemble returns the encoding of a listener with the routes of its route sets, as one payload
+// (routeset.Assemble). When the listener and its sets are the very payloads prev assembled, the
+// payload prev compiled is returned, so that an unchanged listener is known without comparing
+// its bytes.
+func assemble(prev *Table, name string, listener *anypb.Any, sets []keyed) (assembly, error) {
+	slices.SortFunc(sets, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	inputs := make([]*anypb.Any, 0, 1+len(sets))
+	inputs = append(inputs, listener)
+	for _, s := range sets {
+		inputs = append(inputs, s.payload)
+	}
+	if old, ok := prev.assembled[name]; ok && slices.Equal(old.inputs, inputs) {
+		return old, nil
+	}
+	in := make([]routeset.Set, 0, len(sets))
+	for _, s := range sets {
+		_, vh, host, _ := routeset.ParseKey(s.key)
+		in = append(in, routeset.Set{VirtualHost: vh, Hostname: host, Payload: s.payload.GetValue()})
+	}
+	b, err := routeset.Assemble(name, listener.GetValue(), in)
+	if err != nil {
+		return assembly{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return assembly{inputs: inputs, src: &anypb.Any{TypeUrl: listener.GetTypeUrl(), Value: b}}, nil
+}
+
+// assembly is a listener assembled from its route sets: the payloads it was made of, the
+// listener's first, and the payload made.
+type assembly struct {
+	inputs []*anypb.Any
+	src    *anypb.Any
 }
 
 func byName[T proto.Message](a, b entry[T]) int { return cmp.Compare(a.name, b.name) }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/routeset"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 )
 
@@ -21,11 +22,15 @@ import (
 // few listeners, clusters and certificates, routes with every kind of match, filter and
 // backend, some naming clusters or certificates the set lacks, some invalid.
 type world struct {
-	rng       *rand.Rand
-	certs     []*discoveryv1.Certificate
-	resources map[string]proto.Message
-	payloads  map[string]*anypb.Any
-	next      int
+	// uniqueVHosts names every virtual host apart, as the controller does: route sets are keyed
+	// by virtual host name. Without it names repeat, as nothing in a listener forbids it.
+	uniqueVHosts bool
+	vhosts       int
+	rng          *rand.Rand
+	certs        []*discoveryv1.Certificate
+	resources    map[string]proto.Message
+	payloads     map[string]*anypb.Any
+	next         int
 }
 
 func newWorld(t *testing.T, seed uint64) *world {
@@ -164,6 +169,10 @@ func (w *world) listener(i int) *discoveryv1.Listener {
 }
 
 func (w *world) vhost(i int) *discoveryv1.VirtualHost {
+	if w.uniqueVHosts {
+		w.vhosts++
+		i = w.vhosts
+	}
 	vh := &discoveryv1.VirtualHost{Name: fmt.Sprintf("vh%d", i), Hostname: w.hostname(), Certificates: w.certNames()}
 	for range w.pick(12) {
 		vh.Routes = append(vh.Routes, w.route())
@@ -230,13 +239,53 @@ func (w *world) route() *discoveryv1.Route {
 // resource that did not change, as a merged delta does; fresh re-encodes every one, as a full
 // snapshot after a reconnect does.
 func (w *world) payloadsOf(t *testing.T, fresh bool) []*discoveryv1.Resource {
+	return w.encode(t, w.resources, fresh)
+}
+
+// splitPayloadsOf is payloadsOf with every listener's routes in RouteSets (routeset.Split), as
+// the controller sends them to a proxy that subscribed with route_sets.
+func (w *world) splitPayloadsOf(t *testing.T, fresh bool) []*discoveryv1.Resource {
+	msgs := make(map[string]proto.Message, len(w.resources))
+	for key, m := range w.resources {
+		l, ok := m.(*discoveryv1.Listener)
+		if !ok {
+			msgs[key] = m
+			continue
+		}
+		head, sets := routeset.Split(l)
+		msgs[key] = head
+		for _, s := range sets {
+			msgs[routeset.Key(s.GetListener(), s.GetVirtualHost(), s.GetHostname())] = s
+		}
+	}
+	return w.encode(t, msgs, fresh)
+}
+
+// groupedPayloadsOf encodes the resources afresh with each virtual host's routes in the order
+// of their route sets: what a proxy assembles from splitPayloadsOf.
+func (w *world) groupedPayloadsOf(t *testing.T) []*discoveryv1.Resource {
+	msgs := make(map[string]proto.Message, len(w.resources))
+	for key, m := range w.resources {
+		if l, ok := m.(*discoveryv1.Listener); ok {
+			l = proto.CloneOf(l)
+			for _, vh := range l.GetVirtualHosts() {
+				slices.SortStableFunc(vh.Routes, func(a, b *discoveryv1.Route) int { return routeset.Compare(a.GetHostname(), b.GetHostname()) })
+			}
+			m = l
+		}
+		msgs[key] = m
+	}
+	return (&world{}).encode(t, msgs, true)
+}
+
+func (w *world) encode(t *testing.T, msgs map[string]proto.Message, fresh bool) []*discoveryv1.Resource {
 	t.Helper()
-	keys := slices.Sorted(maps.Keys(w.resources))
+	keys := slices.Sorted(maps.Keys(msgs))
 	out := make([]*discoveryv1.Resource, 0, len(keys))
 	payloads := map[string]*anypb.Any{}
 	for _, key := range keys {
 		a := &anypb.Any{}
-		if err := anypb.MarshalFrom(a, w.resources[key], proto.MarshalOptions{Deterministic: true}); err != nil {
+		if err := anypb.MarshalFrom(a, msgs[key], proto.MarshalOptions{Deterministic: true}); err != nil {
 			t.Fatal(err)
 		}
 		if old, ok := w.payloads[key]; ok && !fresh && proto.Equal(old, a) {
@@ -263,17 +312,29 @@ func diffViews(a, b tableView) string {
 // set leaves the table it was derived from as it was.
 func TestUpdateMatchesCompile(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(5) {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+	for seed := range uint64(10) {
+		// Seeds from 5 send every listener's routes in route sets; Update must then build what
+		// Compile builds from the listeners with their routes inside, in the sets' order.
+		split := seed >= 5
+		t.Run(fmt.Sprintf("seed=%d/routesets=%t", seed, split), func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, seed)
+			w.uniqueVHosts = split
 			var current *Table
 			good := maps.Clone(w.resources)
 			var accepted, refused int
 			for step := range 250 {
 				w.step()
-				res := w.payloadsOf(t, w.chance(0.1))
-				want, wantErr := Compile(snaptest.Seq(res))
+				fresh := w.chance(0.1)
+				res := w.payloadsOf(t, fresh)
+				if split {
+					res = w.splitPayloadsOf(t, fresh)
+				}
+				wantRes := res
+				if split {
+					wantRes = w.groupedPayloadsOf(t)
+				}
+				want, wantErr := Compile(snaptest.Seq(wantRes))
 				var before tableView
 				if current != nil {
 					before = viewOf(current)
