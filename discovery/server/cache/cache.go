@@ -60,7 +60,7 @@ func (c *Cache) SetSnapshot(scope Scope, snap *Snapshot) (bool, error) {
 		return false, nil
 	}
 	if cur != nil {
-		cur.enc.drop()
+		cur.drop()
 	}
 	c.snapshots[scope] = snap
 	c.notifyLocked(scope)
@@ -74,7 +74,7 @@ func (c *Cache) Delete(scope Scope) bool {
 	defer c.mu.Unlock()
 	cur, ok := c.snapshots[scope]
 	if ok {
-		cur.enc.drop()
+		cur.drop()
 	}
 	delete(c.snapshots, scope)
 	return ok

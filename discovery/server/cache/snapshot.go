@@ -39,6 +39,8 @@ type Snapshot struct {
 	// size is the size of the full snapshot's encoding.
 	size int
 	enc  encodings
+	// inline is the snapshot's layout for proxies that take no route sets (see Inline).
+	inline inlined
 }
 
 // NewSnapshot sorts and hashes resources. The version is the hex SHA-256 over every (key,

@@ -32,6 +32,10 @@ type session struct {
 	stream discoveryv1.Discovery_StreamServer
 	recv   <-chan received
 	watch  *cache.Watch
+	// inline says the proxy takes no route sets: it is sent each snapshot's inline layout
+	// (cache.Snapshot.Inline), and acked, rejected and every snapshot in flight are of that
+	// layout.
+	inline bool
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -54,8 +58,11 @@ type session struct {
 }
 
 type inflight struct {
-	snap  *cache.Snapshot
-	nonce string
+	// snap is the snapshot sent, of the session's layout; primary is the cache's snapshot it
+	// was made from (snap itself for a proxy that takes route sets), whose version the session
+	// reports and convergence follows.
+	snap, primary *cache.Snapshot
+	nonce         string
 	full  bool
 	// size is the encoded message's; key names its shared body in the identity's budget.
 	size int
@@ -153,9 +160,9 @@ func (p *session) ack(version, nonce string) error {
 	p.acked, p.needFull, p.rejected = f.snap, false, ""
 	now := p.srv.now()
 	p.srv.metrics.acks.Inc()
-	p.srv.metrics.ackDelay.Observe(now.Sub(f.snap.CreatedAt()).Seconds())
-	p.srv.converge.ack(p, f.snap, p.watch.Snapshot(), now)
-	p.answers.update(func(s *ProxyState) { s.Acked, s.Nacked, s.NackDetail, s.InFlight = version, "", "", "" })
+	p.srv.metrics.ackDelay.Observe(now.Sub(f.primary.CreatedAt()).Seconds())
+	p.srv.converge.ack(p, f.primary, p.watch.Snapshot(), now)
+	p.answers.update(func(s *ProxyState) { s.Acked, s.Nacked, s.NackDetail, s.InFlight = f.primary.Version(), "", "", "" })
 	p.srv.answered(p.scope)
 	return nil
 }
@@ -171,7 +178,7 @@ func (p *session) nack(version, nonce, detail string) error {
 	}
 	p.srv.metrics.nacks.Inc()
 	kept := truncateDetail(detail, maxAnswerDetail)
-	p.answers.update(func(s *ProxyState) { s.Nacked, s.NackDetail, s.InFlight = version, kept, "" })
+	p.answers.update(func(s *ProxyState) { s.Nacked, s.NackDetail, s.InFlight = f.primary.Version(), kept, "" })
 	p.srv.answered(p.scope)
 	p.srv.log.Info("Proxy rejected snapshot", "nodeID", p.nodeID, "scope", p.scope.String(),
 		"version", version, "full", f.full, "detail", truncateDetail(detail, maxDetailLength))
@@ -195,8 +202,18 @@ func (p *session) stillAuthorized() error {
 // the start and after a NACK, else as a delta against what the proxy acknowledged. The body is
 // the snapshot's shared encoding (cache.Snapshot.Encode); only the nonce is this stream's.
 func (p *session) push() (bool, error) {
-	snap := p.watch.Snapshot()
-	if p.inflight != nil || snap == nil || snap.Version() == p.rejected {
+	primary := p.watch.Snapshot()
+	if p.inflight != nil || primary == nil {
+		return false, nil
+	}
+	snap := primary
+	if p.inline {
+		var err error
+		if snap, err = primary.Inline(); err != nil {
+			return false, fmt.Errorf("stream: inline layout of %s: %w", primary.Version(), err)
+		}
+	}
+	if snap.Version() == p.rejected {
 		return false, nil
 	}
 	if !p.needFull && p.acked.Version() == snap.Version() {
@@ -234,8 +251,8 @@ func (p *session) push() (bool, error) {
 		p.srv.inFlight.give(id, key)
 		return false, err
 	}
-	p.inflight = &inflight{snap: snap, nonce: nonce, full: p.needFull, size: f.Len(), key: key}
-	p.answers.update(func(s *ProxyState) { s.InFlight = snap.Version() })
+	p.inflight = &inflight{snap: snap, primary: primary, nonce: nonce, full: p.needFull, size: f.Len(), key: key}
+	p.answers.update(func(s *ProxyState) { s.InFlight = primary.Version() })
 	p.srv.metrics.sent.WithLabelValues(kind).Inc()
 	p.srv.log.V(1).Info("Sent snapshot", "nodeID", p.nodeID, "scope", p.scope.String(), "version", snap.Version(),
 		"kind", kind, "bytes", f.Len())

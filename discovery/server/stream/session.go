@@ -58,6 +58,7 @@ func (s *Server) open(ctx context.Context, id Identity, sub *discoveryv1.Subscri
 		return nil, err
 	}
 	sess := newSession(ctx, s, id, nodeID, scope, stream, recv)
+	sess.inline = !sub.GetRouteSets()
 	if err := s.register(sess); err != nil {
 		sess.cancel(err)
 		return nil, err
