@@ -7,14 +7,17 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/routeset"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/snapshot"
 )
 
-// Resource key prefixes; the rest of a key is the IR object's name.
+// Resource key prefixes; the rest of a key is the IR object's name, or for a RouteSet what
+// routeset.Key makes of its listener, virtual host and hostname.
 const (
-	ListenerKeyPrefix    = "listener/"
+	ListenerKeyPrefix    = routeset.ListenerKeyPrefix
+	RouteSetKeyPrefix    = routeset.KeyPrefix
 	ClusterKeyPrefix     = "cluster/"
 	CertificateKeyPrefix = "certificate/"
 )
@@ -52,7 +55,9 @@ func All(snaps []*snapshot.Snapshot) ([]*Encoded, error) {
 	return out, nil
 }
 
-// Snapshot encodes one scope's snapshot.
+// Snapshot encodes one scope's snapshot: each listener without its routes, which come in
+// RouteSets, one per virtual host and route hostname (see discovery/routeset); the discovery
+// server assembles them back for a proxy that does not take route sets.
 func Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
 	var resources []*discoveryv1.Resource
 	add := func(key string, msg proto.Message) error {
@@ -64,8 +69,13 @@ func Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
 		return nil
 	}
 	for _, l := range s.Listeners {
-		if err := add(ListenerKeyPrefix+l.Name, Listener(l)); err != nil {
+		if err := add(ListenerKeyPrefix+l.Name, listenerHead(l)); err != nil {
 			return nil, fmt.Errorf("encode %s: %w", s.Scope, err)
+		}
+		for _, g := range routeGroups(l) {
+			if err := add(g.key, routeSet(l, g, route)); err != nil {
+				return nil, fmt.Errorf("encode %s: %w", s.Scope, err)
+			}
 		}
 	}
 	for _, c := range s.Clusters {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/routeset"
 	"coxswain.dev/coxswain/internal/encode"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/snapshot"
@@ -176,6 +178,7 @@ func TestKeysAndTypes(t *testing.T) {
 	t.Parallel()
 	want := map[string]proto.Message{
 		encode.ListenerKeyPrefix:    &discoveryv1.Listener{},
+		encode.RouteSetKeyPrefix:    &discoveryv1.RouteSet{},
 		encode.ClusterKeyPrefix:     &discoveryv1.Cluster{},
 		encode.CertificateKeyPrefix: &discoveryv1.Certificate{},
 	}
@@ -191,5 +194,59 @@ func TestKeysAndTypes(t *testing.T) {
 				t.Errorf("%s: key %q holds %s", e.Scope, r.GetKey(), r.GetPayload().GetTypeUrl())
 			}
 		}
+	}
+}
+
+// Tests that the listeners a proxy assembles from every golden input's resources, route sets and
+// all, are the listeners compiled, with their routes in the order of their sets: within a
+// hostname as compiled, the hostnames by routeset.Compare.
+func TestRouteSetsAssembleIntoTheListeners(t *testing.T) {
+	t.Parallel()
+	ins, _ := filepath.Glob(filepath.Join(graphInputs, "*.in.yaml"))
+	sets := 0
+	for _, in := range ins {
+		raw, err := os.ReadFile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := state.Decode(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range snapshot.Compile(graph.Build(cs, graph.Options{})) {
+			e, err := encode.Snapshot(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range e.Resources {
+				if strings.HasPrefix(r.GetKey(), encode.RouteSetKeyPrefix) {
+					sets++
+				}
+			}
+			inline, err := routeset.Inline(e.Resources)
+			if err != nil {
+				t.Fatalf("%s: %v", in, err)
+			}
+			byKey := map[string]*discoveryv1.Resource{}
+			for _, r := range inline {
+				byKey[r.GetKey()] = r
+			}
+			for _, l := range s.Listeners {
+				var got discoveryv1.Listener
+				if err := byKey[encode.ListenerKeyPrefix+l.Name].GetPayload().UnmarshalTo(&got); err != nil {
+					t.Fatalf("%s: listener %s: %v", in, l.Name, err)
+				}
+				want := encode.Listener(l)
+				for _, vh := range want.GetVirtualHosts() {
+					slices.SortStableFunc(vh.Routes, func(a, b *discoveryv1.Route) int { return routeset.Compare(a.GetHostname(), b.GetHostname()) })
+				}
+				if !proto.Equal(&got, want) {
+					t.Errorf("%s: listener %s assembles to\n%v\nwant\n%v", in, l.Name, &got, want)
+				}
+			}
+		}
+	}
+	if sets == 0 {
+		t.Fatal("no route set was made")
 	}
 }

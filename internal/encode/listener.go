@@ -1,18 +1,77 @@
 package encode
 
 import (
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/routeset"
 	"coxswain.dev/coxswain/internal/snapshot"
 )
 
-// Listener converts a listener with its virtual hosts and routes.
+// Listener converts a listener with its virtual hosts and routes: the listener a proxy assembles
+// from the resources Snapshot makes of it.
 func Listener(l *snapshot.Listener) *discoveryv1.Listener { return encodeListener(l, route) }
 
-// encodeListener converts a listener, each route with encodeRoute.
+// listenerHead converts a listener with its virtual hosts but no routes: its Listener resource.
+func listenerHead(l *snapshot.Listener) *discoveryv1.Listener { return encodeListener(l, nil) }
+
+// routeGroup is the routes of one virtual host with one hostname, in precedence order: a
+// RouteSet.
+type routeGroup struct {
+	groupID
+	key    string
+	routes []*snapshot.Route
+}
+
+// groupID names a route group within its listener.
+type groupID struct{ virtualHost, hostname string }
+
+// routeGroups returns the route sets of a listener in key order: the routes of each virtual
+// host grouped by hostname, each group in the virtual host's order.
+func routeGroups(l *snapshot.Listener) []*routeGroup {
+	out := groupRoutes(l)
+	for _, g := range out {
+		g.key = routeset.Key(l.Name, g.virtualHost, g.hostname)
+	}
+	slices.SortFunc(out, func(a, b *routeGroup) int { return strings.Compare(a.key, b.key) })
+	return out
+}
+
+// groupRoutes returns the route groups of a listener without their keys, in no useful order.
+func groupRoutes(l *snapshot.Listener) []*routeGroup {
+	var out []*routeGroup
+	for _, vh := range l.VirtualHosts {
+		var byHost map[string]*routeGroup
+		for _, r := range vh.Routes {
+			g := byHost[r.Hostname]
+			if g == nil {
+				if byHost == nil {
+					byHost = map[string]*routeGroup{}
+				}
+				g = &routeGroup{groupID: groupID{vh.Name, r.Hostname}}
+				byHost[r.Hostname] = g
+				out = append(out, g)
+			}
+			g.routes = append(g.routes, r)
+		}
+	}
+	return out
+}
+
+// routeSet converts a route group, each route with encodeRoute.
+func routeSet(l *snapshot.Listener, g *routeGroup, encodeRoute func(*snapshot.Route) *discoveryv1.Route) *discoveryv1.RouteSet {
+	out := &discoveryv1.RouteSet{Listener: l.Name, VirtualHost: g.virtualHost, Hostname: g.hostname, Routes: make([]*discoveryv1.Route, 0, len(g.routes))}
+	for _, r := range g.routes {
+		out.Routes = append(out.Routes, encodeRoute(r))
+	}
+	return out
+}
+
+// encodeListener converts a listener, each route with encodeRoute, or without routes when
+// encodeRoute is nil.
 func encodeListener(l *snapshot.Listener, encodeRoute func(*snapshot.Route) *discoveryv1.Route) *discoveryv1.Listener {
 	ns, name, _ := strings.Cut(l.Gateway, "/")
 	out := &discoveryv1.Listener{
@@ -53,6 +112,9 @@ func protocol(p string) discoveryv1.Protocol {
 
 func virtualHost(vh *snapshot.VirtualHost, encodeRoute func(*snapshot.Route) *discoveryv1.Route) *discoveryv1.VirtualHost {
 	out := &discoveryv1.VirtualHost{Name: vh.Name, Hostname: vh.Hostname, Certificates: vh.Certificates}
+	if encodeRoute == nil {
+		return out
+	}
 	out.Routes = make([]*discoveryv1.Route, 0, len(vh.Routes))
 	for _, r := range vh.Routes {
 		out.Routes = append(out.Routes, encodeRoute(r))

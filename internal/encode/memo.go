@@ -2,29 +2,49 @@ package encode
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/routeset"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/internal/snapshot"
 )
 
-// Memo holds one scope's last encoding: the resource of every listener, cluster and secret, by
-// the IR value (pointer) it encodes. snapshot.CompileScope with a snapshot.Memo hands back the
-// very same IR values for what did not change, so encoding the next snapshot of the scope
-// encodes only what changed and hashes only that; when nothing changed it returns the previous
-// Encoded itself. A Memo belongs to one scope (it holds the scope's private keys in wire form)
-// and must never encode another. IR values must not be modified once encoded.
+// Memo holds one scope's last encoding: the resources of every listener (its head and its route
+// sets), cluster and secret, by the IR value (pointer) they encode. snapshot.CompileScope with a
+// snapshot.Memo hands back the very same IR values for what did not change, so encoding the next
+// snapshot of the scope encodes only what changed and hashes only that: of a listener that
+// changed, its head when that changed and the route sets whose routes changed; when nothing
+// changed it returns the previous Encoded itself. A Memo belongs to one scope (it holds the
+// scope's private keys in wire form) and must never encode another. IR values must not be
+// modified once encoded.
 type Memo struct {
-	// routes are the wire form of the routes of the listeners encoded last, by listener name
-	// and route: a changed listener re-encodes only its new routes.
-	routes    map[string]map[*snapshot.Route]*discoveryv1.Route
-	listeners map[*snapshot.Listener]*discoveryv1.Resource
+	listeners map[string]*listenerEncoding
 	clusters  map[*snapshot.Cluster]*discoveryv1.Resource
 	secrets   map[*snapshot.Secret]*discoveryv1.Resource
 	last      *Encoded
+}
+
+// listenerEncoding is the encoding of one listener: its head resource and its route sets, in
+// key order.
+type listenerEncoding struct {
+	ir      *snapshot.Listener
+	head    *discoveryv1.Listener
+	headRes *discoveryv1.Resource
+	sets    []*setEncoding
+	setByID map[groupID]*setEncoding
+}
+
+// setEncoding is one route set: the IR routes it encodes, their wire form and its resource.
+type setEncoding struct {
+	id     groupID
+	routes []*snapshot.Route
+	wire   []*discoveryv1.Route
+	res    *discoveryv1.Resource
 }
 
 // NewMemo returns an empty Memo.
@@ -33,20 +53,19 @@ func NewMemo() *Memo { return &Memo{} }
 // Snapshot encodes s as Snapshot does, reusing the resources of the IR values the previous
 // encoding with m saw. On error m is left as it was.
 func (m *Memo) Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
+	listeners := make(map[string]*listenerEncoding, len(s.Listeners))
 	next := Memo{
-		routes:    make(map[string]map[*snapshot.Route]*discoveryv1.Route, len(m.routes)),
-		listeners: make(map[*snapshot.Listener]*discoveryv1.Resource, len(s.Listeners)),
-		clusters:  make(map[*snapshot.Cluster]*discoveryv1.Resource, len(s.Clusters)),
-		secrets:   make(map[*snapshot.Secret]*discoveryv1.Resource, len(s.Secrets)),
+		clusters: make(map[*snapshot.Cluster]*discoveryv1.Resource, len(s.Clusters)),
+		secrets:  make(map[*snapshot.Secret]*discoveryv1.Resource, len(s.Secrets)),
 	}
+	// In key order, so that the snapshot need not sort them: certificates, clusters, listeners,
+	// then route sets, listener by listener (no listener name holds routeset.Separator, so the
+	// sets of two listeners never interleave).
 	resources := make([]*discoveryv1.Resource, 0, len(s.Listeners)+len(s.Clusters)+len(s.Secrets))
 	reused := 0
 	var err error
-	for _, l := range s.Listeners {
-		if _, ok := m.listeners[l]; ok {
-			next.routes[l.Name] = m.routes[l.Name]
-		}
-		if resources, reused, err = reuseOrEncode(resources, reused, m.listeners, next.listeners, l, ListenerKeyPrefix+l.Name, func() proto.Message { return m.listener(l, next.routes) }); err != nil {
+	for _, c := range s.Secrets {
+		if resources, reused, err = reuseOrEncode(resources, reused, m.secrets, next.secrets, c, CertificateKeyPrefix+c.Name, func() proto.Message { return Certificate(c) }); err != nil {
 			return nil, fmt.Errorf("encode %s: %w", s.Scope, err)
 		}
 	}
@@ -55,11 +74,26 @@ func (m *Memo) Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
 			return nil, fmt.Errorf("encode %s: %w", s.Scope, err)
 		}
 	}
-	for _, c := range s.Secrets {
-		if resources, reused, err = reuseOrEncode(resources, reused, m.secrets, next.secrets, c, CertificateKeyPrefix+c.Name, func() proto.Message { return Certificate(c) }); err != nil {
+	encoded := make([]*listenerEncoding, 0, len(s.Listeners))
+	for _, l := range s.Listeners {
+		le, n, err := m.listener(l)
+		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", s.Scope, err)
 		}
+		listeners[l.Name] = le
+		encoded = append(encoded, le)
+		reused += n
+		resources = append(resources, le.headRes)
 	}
+	slices.SortFunc(encoded, func(a, b *listenerEncoding) int {
+		return strings.Compare(a.ir.Name+routeset.Separator, b.ir.Name+routeset.Separator)
+	})
+	for _, le := range encoded {
+		for _, se := range le.sets {
+			resources = append(resources, se.res)
+		}
+	}
+	next.listeners = listeners
 	if m.last != nil && m.last.Scope == Scope(s.Scope) && reused == len(resources) && reused == len(m.last.Resources) {
 		next.last = m.last
 		*m = next
@@ -78,6 +112,98 @@ func (m *Memo) Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
 	return next.last, nil
 }
 
+// listener returns the encoding of l and how many of its resources the previous encoding made:
+// all of them when l is the IR value encoded last; otherwise the head when it encodes alike, and
+// each route set whose routes are the very routes of the set of that key before. A changed set
+// takes the wire form of its routes from the set before.
+func (m *Memo) listener(l *snapshot.Listener) (*listenerEncoding, int, error) {
+	old := m.listeners[l.Name]
+	if old != nil && old.ir == l {
+		return old, 1 + len(old.sets), nil
+	}
+	out := &listenerEncoding{ir: l, head: listenerHead(l)}
+	reused := 0
+	if old != nil && proto.Equal(old.head, out.head) {
+		out.headRes = old.headRes
+		reused++
+	} else {
+		r, err := cache.NewResource(ListenerKeyPrefix+l.Name, out.head)
+		if err != nil {
+			return nil, 0, err
+		}
+		out.headRes = r
+	}
+	groups := groupRoutes(l)
+	out.setByID = make(map[groupID]*setEncoding, len(groups))
+	var fresh []*setEncoding
+	for _, g := range groups {
+		var prev *setEncoding
+		if old != nil {
+			prev = old.setByID[g.groupID]
+		}
+		if prev != nil {
+			g.key = prev.res.GetKey()
+		} else {
+			g.key = routeset.Key(l.Name, g.virtualHost, g.hostname)
+		}
+		se, err := encodeSet(l, g, prev)
+		if err != nil {
+			return nil, 0, err
+		}
+		if se == prev {
+			reused++
+		}
+		if prev == nil {
+			fresh = append(fresh, se)
+		}
+		out.setByID[g.groupID] = se
+	}
+	// In key order: the sets the listener had, in their order, merged with the new ones.
+	byKey := func(a, b *setEncoding) int { return strings.Compare(a.res.GetKey(), b.res.GetKey()) }
+	slices.SortFunc(fresh, byKey)
+	out.sets = make([]*setEncoding, 0, len(groups))
+	if old != nil {
+		for _, se := range old.sets {
+			cur := out.setByID[se.id]
+			if cur == nil {
+				continue
+			}
+			for len(fresh) > 0 && byKey(fresh[0], cur) < 0 {
+				out.sets, fresh = append(out.sets, fresh[0]), fresh[1:]
+			}
+			out.sets = append(out.sets, cur)
+		}
+	}
+	out.sets = append(out.sets, fresh...)
+	return out, reused, nil
+}
+
+// encodeSet returns prev when it encodes the group's very routes, else a new encoding that takes
+// from prev the wire form of the routes it had.
+func encodeSet(l *snapshot.Listener, g *routeGroup, prev *setEncoding) (*setEncoding, error) {
+	if prev != nil && slices.Equal(prev.routes, g.routes) {
+		return prev, nil
+	}
+	var known map[*snapshot.Route]*discoveryv1.Route
+	if prev != nil {
+		known = make(map[*snapshot.Route]*discoveryv1.Route, len(prev.routes))
+		for i, r := range prev.routes {
+			known[r] = prev.wire[i]
+		}
+	}
+	msg := routeSet(l, g, func(r *snapshot.Route) *discoveryv1.Route {
+		if w, ok := known[r]; ok {
+			return w
+		}
+		return route(r)
+	})
+	res, err := cache.NewResource(g.key, msg)
+	if err != nil {
+		return nil, err
+	}
+	return &setEncoding{id: g.groupID, routes: g.routes, wire: msg.GetRoutes(), res: res}, nil
+}
+
 // reuseOrEncode appends the resource of v: the one the previous encoding made of v, or a new one.
 func reuseOrEncode[T any](out []*discoveryv1.Resource, reused int, prev, next map[*T]*discoveryv1.Resource, v *T, key string, msg func() proto.Message) ([]*discoveryv1.Resource, int, error) {
 	if r, ok := prev[v]; ok {
@@ -90,20 +216,4 @@ func reuseOrEncode[T any](out []*discoveryv1.Resource, reused int, prev, next ma
 	}
 	next[v] = r
 	return append(out, r), reused, nil
-}
-
-// listener is Listener, taking the wire form of every route the previous encoding of the
-// listener of the same name had from it, and recording every route's in next.
-func (m *Memo) listener(l *snapshot.Listener, next map[string]map[*snapshot.Route]*discoveryv1.Route) *discoveryv1.Listener {
-	prev := m.routes[l.Name]
-	cur := make(map[*snapshot.Route]*discoveryv1.Route, len(prev))
-	next[l.Name] = cur
-	return encodeListener(l, func(r *snapshot.Route) *discoveryv1.Route {
-		out, ok := prev[r]
-		if !ok {
-			out = route(r)
-		}
-		cur[r] = out
-		return out
-	})
 }

@@ -32,6 +32,8 @@ type HTTPRoute struct {
 	invalid *metav1.Condition
 	// resolvedRefs is the route-wide ResolvedRefs condition.
 	resolvedRefs metav1.Condition
+	// id is ID's result, kept by a RouteMemo; empty when not computed yet.
+	id string
 }
 
 // Parent is one parentRef of a route to one of our Gateways, with its computed conditions.
@@ -112,6 +114,9 @@ func (r *HTTPRoute) Kind() string {
 // TLSRoute, "tcp:<namespace>/<name>" for a TCPRoute, "udp:<namespace>/<name>" for a UDPRoute
 // (a namespace never holds a colon).
 func (r *HTTPRoute) ID() string {
+	if r.id != "" {
+		return r.id
+	}
 	switch {
 	case r.GRPC != nil:
 		return "grpc:" + r.Key().String()
@@ -134,6 +139,12 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 		}
 		mr, usable := b.memoOf(key)
 		r := &HTTPRoute{Source: src, resolvedRefs: conditions.NewRouteResolvedRefs()}
+		if mr != nil {
+			if mr.id == "" {
+				mr.id = r.ID()
+			}
+			r.id = mr.id
+		}
 		if usable && mr.hasParents && len(mr.parents) == 0 && mr.parentsGen == b.opts.Routes.parentsGen {
 			continue // none of its parentRefs names one of our Gateways
 		}

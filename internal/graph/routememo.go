@@ -44,6 +44,8 @@ type RouteMemo struct {
 // memoRoute is what a Build resolved of one HTTPRoute.
 type memoRoute struct {
 	build uint64
+	// id is the route's ID.
+	id string
 	// rules is nil for a route that has no parentRef to one of our Gateways.
 	rules *resolvedRules
 	// parents are the route's parentRefs to our Gateways as the Build of generation

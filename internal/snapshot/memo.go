@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 
@@ -41,12 +42,12 @@ type memoNext struct {
 }
 
 // vhostMemo is one compiled virtual host with its routes' entries in precedence order, the
-// routes attached and the clusters their entries use.
+// routes attached and the clusters their entries use, each with the number of uses.
 type vhostMemo struct {
 	vh       *VirtualHost
 	entries  []entry
 	routes   map[string]bool
-	clusters map[string]bool
+	clusters map[string]int
 }
 
 // NewMemo returns an empty Memo: its first compile compiles everything.
@@ -163,37 +164,45 @@ func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listene
 			}
 		}
 		kept = make([]entry, 0, len(prev.entries))
+		cur.clusters = maps.Clone(prev.clusters)
 		for _, e := range prev.entries {
 			if !drop[e.routeKey] {
 				kept = append(kept, e)
+				continue
 			}
+			clustersOf(e, func(c string) {
+				if cur.clusters[c]--; cur.clusters[c] == 0 {
+					delete(cur.clusters, c)
+				}
+			})
 		}
 	}
+	if cur.clusters == nil {
+		cur.clusters = map[string]int{}
+	}
+	for _, e := range entries {
+		clustersOf(e, func(c string) { cur.clusters[c]++ })
+	}
 	cur.entries = mergeEntries(kept, entries)
-	cur.clusters = clustersOf(cur.entries)
 	return cur
 }
 
-// clustersOf returns the clusters the routes of entries forward or mirror to.
-func clustersOf(entries []entry) map[string]bool {
-	out := map[string]bool{}
+// clustersOf calls f with every cluster the route of e forwards or mirrors to, once per use.
+func clustersOf(e entry, f func(string)) {
 	mirrors := func(fs []Filter) {
-		for _, f := range fs {
-			if f.Mirror != nil {
-				out[f.Mirror.Cluster] = true
+		for _, fl := range fs {
+			if fl.Mirror != nil {
+				f(fl.Mirror.Cluster)
 			}
 		}
 	}
-	for _, e := range entries {
-		mirrors(e.route.Filters)
-		for _, b := range e.route.Backends {
-			if b.Cluster != "" {
-				out[b.Cluster] = true
-			}
-			mirrors(b.Filters)
+	mirrors(e.route.Filters)
+	for _, b := range e.route.Backends {
+		if b.Cluster != "" {
+			f(b.Cluster)
 		}
+		mirrors(b.Filters)
 	}
-	return out
 }
 
 // uncached compiles a virtual host as a compile without a memo does, and remembers nothing of it.

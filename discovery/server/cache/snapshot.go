@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -36,6 +37,8 @@ type Snapshot struct {
 	trace     context.Context
 	resources []*discoveryv1.Resource
 	digests   map[string]digest
+	// sizes holds the size of every resource's encoding, by key.
+	sizes map[string]int
 	// size is the size of the full snapshot's encoding.
 	size int
 	enc  encodings
@@ -56,37 +59,53 @@ func NewSnapshot(resources []*discoveryv1.Resource, now time.Time) (*Snapshot, e
 // snapshot, so the version is the one NewSnapshot gives.
 func NewSnapshotReusing(prev *Snapshot, resources []*discoveryv1.Resource, now time.Time) (*Snapshot, error) {
 	sorted := slices.Clone(resources)
-	slices.SortFunc(sorted, func(a, b *discoveryv1.Resource) int { return cmp.Compare(a.GetKey(), b.GetKey()) })
-	s := &Snapshot{createdAt: now, resources: sorted, digests: make(map[string]digest, len(sorted))}
+	byKey := func(a, b *discoveryv1.Resource) int { return cmp.Compare(a.GetKey(), b.GetKey()) }
+	if !slices.IsSortedFunc(sorted, byKey) {
+		slices.SortFunc(sorted, byKey)
+	}
+	s := &Snapshot{createdAt: now, resources: sorted, digests: make(map[string]digest, len(sorted)), sizes: make(map[string]int, len(sorted))}
 	h := sha256.New()
 	var old []*discoveryv1.Resource
 	if prev != nil {
 		old = prev.resources
 	}
+	full := 0
 	for _, r := range sorted {
 		for len(old) > 0 && old[0].GetKey() < r.GetKey() {
 			old = old[1:]
 		}
 		var d digest
+		var size int
 		if len(old) > 0 && old[0] == r {
-			d = prev.digests[r.GetKey()]
+			d, size = prev.digests[r.GetKey()], prev.sizes[r.GetKey()]
 		} else {
 			var err error
 			if d, err = resourceDigest(r); err != nil {
 				return nil, err
 			}
+			size = proto.Size(r)
 		}
 		if _, dup := s.digests[r.GetKey()]; dup {
 			return nil, fmt.Errorf("%w: duplicate key %q", ErrInvalidResource, r.GetKey())
 		}
 		s.digests[r.GetKey()] = d
+		s.sizes[r.GetKey()] = size
+		full += protowire.SizeTag(snapshotResources) + protowire.SizeBytes(size)
 		writeField(h, []byte(r.GetKey()))
 		writeField(h, d[:])
 	}
 	s.version = hex.EncodeToString(h.Sum(nil))
-	s.size = proto.Size(&discoveryv1.Snapshot{Version: s.version, Full: true, Resources: sorted})
+	// The full snapshot's encoding: its version, full = true and every resource.
+	s.size = full + protowire.SizeTag(snapshotVersion) + protowire.SizeBytes(len(s.version)) +
+		protowire.SizeTag(snapshotFull) + protowire.SizeVarint(1)
 	return s, nil
 }
+
+// Field numbers of Snapshot, from its descriptor.
+var snapshotVersion, snapshotFull, snapshotResources = func() (protowire.Number, protowire.Number, protowire.Number) {
+	fields := (&discoveryv1.Snapshot{}).ProtoReflect().Descriptor().Fields()
+	return fields.ByName("version").Number(), fields.ByName("full").Number(), fields.ByName("resources").Number()
+}()
 
 func resourceDigest(r *discoveryv1.Resource) (digest, error) {
 	if r.GetKey() == "" || r.GetPayload() == nil {
