@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/proxy/internal/resource"
 )
 
@@ -36,8 +37,11 @@ type Agent struct {
 	// bootstrap's bundle stands in for it, so that the change is logged once each way.
 	bundleFallback atomic.Bool
 
-	// applied is the set applied last, which deltas merge over. Only the stream loop uses it.
+	// applied is the set applied last, which deltas merge over, and hashed its content hash,
+	// whose digests the next set's hash reuses for the resources it shares. Only the stream
+	// loop uses them.
 	applied *resource.Set
+	hashed  *cache.Snapshot
 }
 
 // New checks cfg and fills in its defaults.

@@ -17,7 +17,7 @@ import (
 // the reason when either step fails; the previous set keeps serving then. An error means the
 // answer could not be sent.
 func (a *Agent) handle(ctx context.Context, st *client.Stream, snap *discoveryv1.Snapshot) error {
-	set, err := a.build(snap)
+	set, hashed, err := a.build(snap)
 	if err == nil {
 		err = a.cfg.Applier.Apply(ctx, set)
 	}
@@ -27,7 +27,7 @@ func (a *Agent) handle(ctx context.Context, st *client.Stream, snap *discoveryv1
 		a.cfg.Observer.SnapshotRejected(snap.GetVersion(), err)
 		return answerError(st, st.Nack(snap, err))
 	}
-	a.applied = set
+	a.applied, a.hashed = set, hashed
 	a.persist(set, a.current.Load())
 	a.cfg.Logger.Info("Applied snapshot", "version", set.Version(), "full", snap.GetFull(), "resources", set.Len())
 	a.cfg.Observer.SnapshotApplied(set.Version())
@@ -46,45 +46,47 @@ func answerError(st *client.Stream, err error) error {
 	}
 }
 
-// build returns the complete set a snapshot brings: its resources when full, else the applied
-// set with the delta merged in. The result must hash to the snapshot's version, which catches a
-// delta merged over the wrong base.
-func (a *Agent) build(snap *discoveryv1.Snapshot) (*resource.Set, error) {
+// build returns the complete set a snapshot brings, with its content hash: its resources when
+// full, else the applied set with the delta merged in. The result must hash to the snapshot's
+// version, which catches a delta merged over the wrong base.
+func (a *Agent) build(snap *discoveryv1.Snapshot) (*resource.Set, *cache.Snapshot, error) {
 	var (
 		set *resource.Set
 		err error
 	)
 	switch {
 	case snap.GetVersion() == "":
-		return nil, errors.New("snapshot has no version")
+		return nil, nil, errors.New("snapshot has no version")
 	case snap.GetFull() && len(snap.GetRemovedKeys()) > 0:
-		return nil, errors.New("a full snapshot removes keys")
+		return nil, nil, errors.New("a full snapshot removes keys")
 	case snap.GetFull():
 		set, err = resource.NewSet(snap.GetVersion(), snap.GetResources())
 	case a.applied == nil:
-		return nil, errors.New("a delta arrived before any full snapshot")
+		return nil, nil, errors.New("a delta arrived before any full snapshot")
 	default:
 		set, err = a.applied.Merge(snap.GetVersion(), snap.GetResources(), snap.GetRemovedKeys())
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := verifyVersion(set); err != nil {
-		return nil, err
+	hashed, err := verifyVersion(set, a.hashed)
+	if err != nil {
+		return nil, nil, err
 	}
-	return set, nil
+	return set, hashed, nil
 }
 
-// verifyVersion recomputes the content hash of set, the version the controller gives it.
-func verifyVersion(set *resource.Set) error {
-	want, err := cache.NewSnapshot(set.Resources(), time.Time{})
+// verifyVersion recomputes the content hash of set, the version the controller gives it,
+// hashing only the resources prev (the applied set's hash, nil for none) does not hold.
+func verifyVersion(set *resource.Set, prev *cache.Snapshot) (*cache.Snapshot, error) {
+	want, err := cache.NewSnapshotReusing(prev, set.Resources(), time.Time{})
 	if err != nil {
-		return fmt.Errorf("hash resources: %w", err)
+		return nil, fmt.Errorf("hash resources: %w", err)
 	}
 	if want.Version() != set.Version() {
-		return fmt.Errorf("resources hash to version %s, not %s", want.Version(), set.Version())
+		return nil, fmt.Errorf("resources hash to version %s, not %s", want.Version(), set.Version())
 	}
-	return nil
+	return want, nil
 }
 
 func versionOf(set *resource.Set) string {

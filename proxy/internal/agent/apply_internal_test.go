@@ -83,7 +83,7 @@ func TestBuildRefusesMalformedSnapshots(t *testing.T) {
 				}
 				ag.applied = set
 			}
-			if _, err := ag.build(tt.snap); err == nil || !strings.Contains(err.Error(), tt.wantText) {
+			if _, _, err := ag.build(tt.snap); err == nil || !strings.Contains(err.Error(), tt.wantText) {
 				t.Fatalf("build: %v, want an error saying %q", err, tt.wantText)
 			}
 		})

@@ -36,7 +36,7 @@ func BenchmarkBuildDelta(b *testing.B) {
 	a := &Agent{applied: applied}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := a.build(snap); err != nil {
+		if _, _, err := a.build(snap); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -45,14 +45,14 @@ func FuzzBuildDelta(f *testing.F) {
 		}
 		before := applied.Keys()
 		a := &Agent{applied: applied}
-		set, err := a.build(&snap)
+		set, _, err := a.build(&snap)
 		if !slices.Equal(before, applied.Keys()) || applied.Version() != baseVersion {
 			t.Fatalf("the applied set changed: keys %v -> %v", before, applied.Keys())
 		}
 		if err != nil {
 			return
 		}
-		if set.Version() != snap.GetVersion() || verifyVersion(set) != nil {
+		if _, verr := verifyVersion(set, nil); set.Version() != snap.GetVersion() || verr != nil {
 			t.Fatalf("accepted a set of version %s for snapshot %s", set.Version(), snap.GetVersion())
 		}
 		want := map[string]bool{}

@@ -13,6 +13,7 @@ import (
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/client"
+	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/spiffe"
 	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/proxy/internal/resource"
@@ -67,7 +68,7 @@ func (a *Agent) restore(ctx context.Context) bool {
 	if a.cfg.SnapshotPath == "" {
 		return false
 	}
-	set, err := a.readKept()
+	set, hashed, err := a.readKept()
 	if err == nil {
 		err = a.cfg.Applier.Apply(ctx, set)
 	}
@@ -77,37 +78,38 @@ func (a *Agent) restore(ctx context.Context) bool {
 		}
 		return false
 	}
-	a.applied = set
+	a.applied, a.hashed = set, hashed
 	a.cfg.Logger.Info("Restored the kept snapshot", "version", set.Version(), "resources", set.Len())
 	a.cfg.Observer.SnapshotApplied(set.Version())
 	a.cfg.Observer.StreamClosed(errRestored)
 	return true
 }
 
-func (a *Agent) readKept() (*resource.Set, error) {
+func (a *Agent) readKept() (*resource.Set, *cache.Snapshot, error) {
 	data, err := client.ReadLimited(a.cfg.SnapshotPath, discoveryv1.MaxServerMessageBytes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var snap discoveryv1.Snapshot
 	if err := proto.Unmarshal(data, &snap); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
+		return nil, nil, fmt.Errorf("decode: %w", err)
 	}
 	chain, err := client.ReadLimited(a.cfg.SnapshotPath+".svid", 64<<10)
 	if err != nil {
-		return nil, fmt.Errorf("read the kept SVID chain: %w", err)
+		return nil, nil, fmt.Errorf("read the kept SVID chain: %w", err)
 	}
 	if err := a.checkKeptChain(chain); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	set, err := resource.NewSet(snap.GetVersion(), snap.GetResources())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := verifyVersion(set); err != nil {
-		return nil, err
+	hashed, err := verifyVersion(set, nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	return set, nil
+	return set, hashed, nil
 }
 
 // checkKeptChain verifies the kept SVID chain with go-spiffe against the mounted bundle, for
