@@ -148,14 +148,10 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 		if usable && mr.hasParents && len(mr.parents) == 0 && mr.parentsGen == b.opts.Routes.parentsGen {
 			continue // none of its parentRefs names one of our Gateways
 		}
-		resolved := false
-		if usable && mr.rules != nil {
+		if usable && mr.rules != nil && b.replayParents(r, mr) {
 			b.rules(r, mr, true)
-			if b.replayParents(r, mr) {
-				out = append(out, r)
-				continue
-			}
-			resolved = true
+			out = append(out, r)
+			continue
 		}
 		parents := b.ourParents(src)
 		if len(parents) == 0 {
@@ -163,9 +159,7 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 			continue
 		}
 		r.Parents = parents
-		if !resolved {
-			b.rules(r, mr, usable)
-		}
+		b.rules(r, mr, usable)
 		attached := make([][]listenerAttachment, len(parents))
 		for i, p := range parents {
 			attached[i] = b.attach(r, p)

@@ -31,11 +31,14 @@ import (
 	"coxswain.dev/coxswain/internal/state"
 )
 
-// statusRecorder keeps the status of the last graph it was given, as JSON.
+// statusRecorder keeps the status of the last graph it was given, and its clusters, as JSON.
 type statusRecorder struct{ last []byte }
 
 func (w *statusRecorder) Write(_ context.Context, _ *state.ClusterState, g *graph.Graph) (int, error) {
-	b, err := json.Marshal(g.Status())
+	b, err := json.Marshal(struct {
+		Status   any
+		Clusters []*graph.Cluster
+	}{g.Status(), g.Clusters})
 	w.last = b
 	return 0, err
 }
