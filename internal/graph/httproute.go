@@ -146,7 +146,7 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 			r.id = mr.id
 		}
 		if usable && mr.hasParents && len(mr.parents) == 0 && mr.parentsGen == b.opts.Routes.parentsGen {
-			continue // none of its parentRefs names one of our Gateways
+			continue // none of its parentRefs names one of our Gateways, and none was counted
 		}
 		if usable && mr.rules != nil && b.replayParents(r, mr) {
 			b.rules(r, mr, true)
@@ -156,6 +156,9 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 		parents := b.ourParents(src)
 		if len(parents) == 0 {
 			b.recordParents(r, mr, nil, nil)
+			if mr != nil {
+				b.opts.Routes.count(mr, nil)
+			}
 			continue
 		}
 		r.Parents = parents

@@ -39,6 +39,10 @@ type RouteMemo struct {
 	// whether they are kept, which a Reset undoes.
 	keys   []types.NamespacedName
 	sorted bool
+	// clusterUses counts, for every cluster, the routes of the last Build whose rules use it
+	// (memoRoute.counted), so that a Build marks the clusters in use without visiting every
+	// route's rules.
+	clusterUses map[ClusterKey]int
 }
 
 // memoRoute is what a Build resolved of one HTTPRoute.
@@ -53,6 +57,8 @@ type memoRoute struct {
 	parents    []memoParent
 	parentsGen uint64
 	hasParents bool
+	// counted is the rules whose clusters clusterUses counts for the route; nil when none.
+	counted *resolvedRules
 }
 
 type resolvedRules struct {
@@ -82,7 +88,10 @@ type listenerAttachment struct {
 
 // NewRouteMemo returns an empty RouteMemo.
 func NewRouteMemo() *RouteMemo {
-	return &RouteMemo{routes: map[types.NamespacedName]*memoRoute{}, dirty: map[types.NamespacedName]bool{}}
+	return &RouteMemo{
+		routes: map[types.NamespacedName]*memoRoute{}, dirty: map[types.NamespacedName]bool{},
+		clusterUses: map[ClusterKey]int{},
+	}
 }
 
 // RouteChanged marks a route as created, changed or deleted, or as referencing a Service that was.
@@ -96,6 +105,7 @@ func (m *RouteMemo) ParentsChanged() { m.parentsGen++ }
 func (m *RouteMemo) Reset() {
 	clear(m.routes)
 	clear(m.dirty)
+	clear(m.clusterUses)
 	m.parentsGen++
 	m.keys, m.sorted = nil, false
 }
@@ -136,6 +146,9 @@ func (b *builder) memoOf(key types.NamespacedName) (*memoRoute, bool) {
 	}
 	mr, ok := m.routes[key]
 	if !ok || m.dirty[key] {
+		if mr != nil {
+			m.count(mr, nil)
+		}
 		mr = &memoRoute{}
 		m.routes[key] = mr
 		ok = false
@@ -198,7 +211,8 @@ func (b *builder) recordParents(r *HTTPRoute, mr *memoRoute, parents []*Parent, 
 }
 
 // rules sets r's rules: from the memo entry when usable and it holds them, resolved otherwise
-// (and kept in the entry). The clusters the rules use are recorded either way.
+// (and kept in the entry), whose clusters the memo then counts as used. Without a memo,
+// resolving the rules marks their clusters.
 func (b *builder) rules(r *HTTPRoute, mr *memoRoute, usable bool) {
 	if mr == nil {
 		b.buildRules(r)
@@ -211,25 +225,44 @@ func (b *builder) rules(r *HTTPRoute, mr *memoRoute, usable bool) {
 		mr.rules = rr
 	}
 	r.Rules, r.invalid, r.resolvedRefs = rr.rules, rr.invalid, rr.resolvedRefs
-	b.markClusters(rr.clusters)
+	b.opts.Routes.count(mr, rr)
 }
 
-func (b *builder) markClusters(keys []ClusterKey) {
-	for _, k := range keys {
-		b.clusters[k] = true
+// count makes clusterUses count the clusters of rr for a route instead of those it counted
+// before; rr nil counts none.
+func (m *RouteMemo) count(mr *memoRoute, rr *resolvedRules) {
+	if mr.counted == rr {
+		return
 	}
+	if mr.counted != nil {
+		for _, k := range mr.counted.clusters {
+			if m.clusterUses[k]--; m.clusterUses[k] == 0 {
+				delete(m.clusterUses, k)
+			}
+		}
+	}
+	if rr != nil {
+		for _, k := range rr.clusters {
+			m.clusterUses[k]++
+		}
+	}
+	mr.counted = rr
 }
 
-// finishRoutes makes the routes of this Build the memo.
+// finishRoutes makes the routes of this Build the memo, and marks the clusters its routes use.
 func (b *builder) finishRoutes() {
 	if m := b.opts.Routes; m != nil {
 		m.build++
 		for key, mr := range m.routes {
 			if mr.build != m.build {
+				m.count(mr, nil)
 				delete(m.routes, key)
 			}
 		}
 		clear(m.dirty)
+		for k := range m.clusterUses {
+			b.clusters[k] = true
+		}
 	}
 }
 
