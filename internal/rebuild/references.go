@@ -33,13 +33,19 @@ type References struct {
 
 // ReferencesOf returns the References of cs.
 func ReferencesOf(cs *state.ClusterState) References {
+	refs := referencesBesidesHTTPRoutes(cs)
+	for key, route := range cs.HTTPRoutes {
+		refs.addRoute(key.Namespace, route)
+	}
+	return refs
+}
+
+// referencesBesidesHTTPRoutes returns the References of cs but those of its HTTPRoutes.
+func referencesBesidesHTTPRoutes(cs *state.ClusterState) References {
 	refs := References{
 		services:   map[types.NamespacedName]bool{},
 		secrets:    map[types.NamespacedName]bool{},
 		configMaps: map[types.NamespacedName]bool{},
-	}
-	for key, route := range cs.HTTPRoutes {
-		refs.addRoute(key.Namespace, route)
 	}
 	for key, route := range cs.GRPCRoutes {
 		refs.addGRPCRoute(key.Namespace, route)
@@ -204,11 +210,26 @@ func (r References) Matters(obj any) bool {
 // ReferenceFilter holds the References of the latest Load, for event handlers that run
 // meanwhile. While a Load is in progress every change matters: a change that lands in the cache
 // after Load read it, and is judged before the new References are in place, must not be lost.
+//
+// The Services of the HTTPRoutes, which may number thousands, are kept from one Load to the
+// next: only the routes that are new, gone or another object than last time are read again,
+// and each Service counts the routes that name it.
 type ReferenceFilter struct {
 	mu      sync.Mutex
 	loading int
 	known   bool
 	refs    References
+	// routeServices counts, for every Service, the HTTPRoutes of the latest Load that name it.
+	routeServices map[types.NamespacedName]int
+
+	// routes are the HTTPRoutes of the latest Load with the Services each names; only Loaded
+	// uses them.
+	routes map[types.NamespacedName]routeRefs
+}
+
+type routeRefs struct {
+	route    *gwapiv1.HTTPRoute
+	services []types.NamespacedName
 }
 
 // BeginLoad marks a Load as started. Call Loaded with its state, or Loaded(nil) if it failed.
@@ -218,18 +239,76 @@ func (f *ReferenceFilter) BeginLoad() {
 	f.loading++
 }
 
-// Loaded ends a Load and, when cs is not nil, replaces the References with cs's.
+// Loaded ends a Load and, when cs is not nil, replaces the References with cs's. Calls of
+// Loaded must not overlap.
 func (f *ReferenceFilter) Loaded(cs *state.ClusterState) {
 	var refs References
+	var delta map[types.NamespacedName]int
 	if cs != nil {
-		refs = ReferencesOf(cs)
+		refs = referencesBesidesHTTPRoutes(cs)
+		delta = f.routeDelta(cs.HTTPRoutes)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.loading--
-	if cs != nil {
-		f.refs, f.known = refs, true
+	if cs == nil {
+		return
 	}
+	if f.routeServices == nil {
+		f.routeServices = map[types.NamespacedName]int{}
+	}
+	for svc, n := range delta {
+		if f.routeServices[svc] += n; f.routeServices[svc] <= 0 {
+			delete(f.routeServices, svc)
+		}
+	}
+	f.refs, f.known = refs, true
+}
+
+// routeDelta brings f.routes to routes and returns how the count of routes naming each Service
+// changed.
+func (f *ReferenceFilter) routeDelta(routes map[types.NamespacedName]*gwapiv1.HTTPRoute) map[types.NamespacedName]int {
+	if f.routes == nil {
+		f.routes = make(map[types.NamespacedName]routeRefs, len(routes))
+	}
+	delta := map[types.NamespacedName]int{}
+	for key, r := range routes {
+		old, ok := f.routes[key]
+		if ok && old.route == r {
+			continue
+		}
+		for _, svc := range old.services {
+			delta[svc]--
+		}
+		cur := routeRefs{route: r, services: routeServicesOf(key.Namespace, r)}
+		for _, svc := range cur.services {
+			delta[svc]++
+		}
+		f.routes[key] = cur
+	}
+	if len(f.routes) > len(routes) {
+		for key, old := range f.routes {
+			if _, ok := routes[key]; ok {
+				continue
+			}
+			for _, svc := range old.services {
+				delta[svc]--
+			}
+			delete(f.routes, key)
+		}
+	}
+	return delta
+}
+
+// routeServicesOf returns the Services an HTTPRoute names, each once.
+func routeServicesOf(namespace string, r *gwapiv1.HTTPRoute) []types.NamespacedName {
+	refs := References{services: map[types.NamespacedName]bool{}}
+	refs.addRoute(namespace, r)
+	out := make([]types.NamespacedName, 0, len(refs.services))
+	for svc := range refs.services {
+		out = append(out, svc)
+	}
+	return out
 }
 
 // Matters reports whether a change of obj (the object before or after it) needs a rebuild.
@@ -237,5 +316,17 @@ func (f *ReferenceFilter) Loaded(cs *state.ClusterState) {
 func (f *ReferenceFilter) Matters(obj any) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.loading > 0 || !f.known || f.refs.Matters(obj)
+	if f.loading > 0 || !f.known {
+		return true
+	}
+	var svc types.NamespacedName
+	switch o := obj.(type) {
+	case *corev1.Service:
+		svc = state.Key(o)
+	case *discoveryv1.EndpointSlice:
+		svc = types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[discoveryv1.LabelServiceName]}
+	default:
+		return f.refs.Matters(obj)
+	}
+	return f.routeServices[svc] > 0 || f.refs.Matters(obj)
 }

@@ -2,6 +2,7 @@ package rebuild
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -238,5 +239,41 @@ func TestReferenceFilterLetsEverythingThroughDuringALoad(t *testing.T) {
 	f.Loaded(nil) // a failed Load keeps the References it had
 	if f.Matters(unrelated) {
 		t.Error("after a failed Load, an unreferenced Service mattered")
+	}
+}
+
+// Tests that the filter, which reads again only the routes that changed since the last Load,
+// judges every Service and EndpointSlice as References computed afresh from the same state do,
+// through random sequences of routes, Services and grants created, changed and deleted, with
+// every other Load giving every object behind a new pointer.
+func TestReferenceFilterFollowsRoutesAsReferencesOf(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(4) {
+		w := newChurn(t, seed+100)
+		var f ReferenceFilter
+		for step := range 300 {
+			w.step()
+			cs := w.cs
+			if step%2 == 0 {
+				cs = reload(w.cs)
+			}
+			f.BeginLoad()
+			f.Loaded(cs)
+			want := ReferencesOf(cs)
+			for _, ns := range []string{"default", "team", "other"} {
+				for i := range 5 {
+					name := fmt.Sprintf("svc-%d", i)
+					svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+					slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{
+						Namespace: ns, Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name},
+					}}
+					for _, obj := range []any{svc, slice} {
+						if got, w := f.Matters(obj), want.Matters(obj); got != w {
+							t.Fatalf("seed %d step %d: %s/%s (%T) matters %t, want %t", seed, step, ns, name, obj, got, w)
+						}
+					}
+				}
+			}
+		}
 	}
 }
