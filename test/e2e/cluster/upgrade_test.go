@@ -182,6 +182,20 @@ func TestUpgrade(t *testing.T) {
 		}
 	}
 	downloads = nil
+	// The old proxies took the new operator's snapshots until they were replaced: they asked for
+	// no route sets, and got their listeners with the routes inside (docs/upgrade.md#route-sets-routes-outside-their-listeners).
+	acks, err := s.controllerMetric(ctx, "coxswain_discovery_snapshot_acks_total", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nacks, err := s.controllerMetric(ctx, "coxswain_discovery_snapshot_nacks_total", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Snapshots of the new operator: %.0f acknowledged, %.0f refused", acks, nacks)
+	if acks == 0 || nacks != 0 {
+		t.Errorf("the new operator's snapshots: %.0f acknowledged, %.0f refused; want some, and none refused", acks, nacks)
+	}
 	checkNoFailure(t, loads[0], "the upgrade of the shared pool (HTTP/1.1 kept-alive, a connection per request, h2c)")
 	checkNoFailure(t, loads[1], "the upgrade of a dedicated proxy by the new operator (HTTP/1.1 kept-alive, a connection per request, h2c)")
 	loads = nil
