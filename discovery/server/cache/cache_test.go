@@ -2,6 +2,8 @@ package cache
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -142,6 +144,52 @@ func TestDiffListsUpsertsAndRemovals(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"drop"}, removed); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+}
+
+// Tests Diff on random pairs of sets against the keys and payloads compared one by one.
+func TestDiffOfRandomSets(t *testing.T) {
+	t.Parallel()
+	rnd := rand.New(rand.NewPCG(11, 12))
+	random := func() (*Snapshot, map[string]string) {
+		values := map[string]string{}
+		var rs []*discoveryv1.Resource
+		for i := range 30 {
+			if rnd.IntN(3) == 0 {
+				continue
+			}
+			key, value := fmt.Sprintf("k%02d", i), fmt.Sprint(rnd.IntN(3))
+			values[key] = value
+			rs = append(rs, resource(t, key, value))
+		}
+		s, err := NewSnapshot(rs, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, values
+	}
+	for range 200 {
+		prev, pv := random()
+		next, nv := random()
+		upserts, removed := Diff(prev, next)
+		var wantUpserts, wantRemoved []string
+		for _, k := range slices.Sorted(maps.Keys(nv)) {
+			if v, ok := pv[k]; !ok || v != nv[k] {
+				wantUpserts = append(wantUpserts, k)
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(pv)) {
+			if _, ok := nv[k]; !ok {
+				wantRemoved = append(wantRemoved, k)
+			}
+		}
+		var got []string
+		for _, r := range upserts {
+			got = append(got, r.GetKey())
+		}
+		if !slices.Equal(got, wantUpserts) || !slices.Equal(removed, wantRemoved) {
+			t.Fatalf("Diff: upserts %v removed %v, want %v and %v", got, removed, wantUpserts, wantRemoved)
+		}
 	}
 }
 

@@ -36,9 +36,10 @@ type Snapshot struct {
 	// nil when none.
 	trace     context.Context
 	resources []*discoveryv1.Resource
-	digests   map[string]digest
-	// sizes holds the size of every resource's encoding, by key.
-	sizes map[string]int
+	// digests and sizes hold each resource's digest and the size of its encoding, in the order
+	// of resources.
+	digests []digest
+	sizes   []int
 	// size is the size of the full snapshot's encoding.
 	size int
 	enc  encodings
@@ -63,36 +64,32 @@ func NewSnapshotReusing(prev *Snapshot, resources []*discoveryv1.Resource, now t
 	if !slices.IsSortedFunc(sorted, byKey) {
 		slices.SortFunc(sorted, byKey)
 	}
-	s := &Snapshot{createdAt: now, resources: sorted, digests: make(map[string]digest, len(sorted)), sizes: make(map[string]int, len(sorted))}
+	s := &Snapshot{createdAt: now, resources: sorted, digests: make([]digest, len(sorted)), sizes: make([]int, len(sorted))}
 	h := sha256.New()
 	var old []*discoveryv1.Resource
 	if prev != nil {
 		old = prev.resources
 	}
-	full := 0
-	for _, r := range sorted {
-		for len(old) > 0 && old[0].GetKey() < r.GetKey() {
-			old = old[1:]
-		}
-		var d digest
-		var size int
-		if len(old) > 0 && old[0] == r {
-			d, size = prev.digests[r.GetKey()], prev.sizes[r.GetKey()]
-		} else {
-			var err error
-			if d, err = resourceDigest(r); err != nil {
-				return nil, err
-			}
-			size = proto.Size(r)
-		}
-		if _, dup := s.digests[r.GetKey()]; dup {
+	full, at := 0, 0
+	for i, r := range sorted {
+		if i > 0 && sorted[i-1].GetKey() == r.GetKey() {
 			return nil, fmt.Errorf("%w: duplicate key %q", ErrInvalidResource, r.GetKey())
 		}
-		s.digests[r.GetKey()] = d
-		s.sizes[r.GetKey()] = size
-		full += protowire.SizeTag(snapshotResources) + protowire.SizeBytes(size)
+		for at < len(old) && old[at].GetKey() < r.GetKey() {
+			at++
+		}
+		if at < len(old) && old[at] == r {
+			s.digests[i], s.sizes[i] = prev.digests[at], prev.sizes[at]
+		} else {
+			var err error
+			if s.digests[i], err = resourceDigest(r); err != nil {
+				return nil, err
+			}
+			s.sizes[i] = proto.Size(r)
+		}
+		full += protowire.SizeTag(snapshotResources) + protowire.SizeBytes(s.sizes[i])
 		writeField(h, []byte(r.GetKey()))
-		writeField(h, d[:])
+		writeField(h, s.digests[i][:])
 	}
 	s.version = hex.EncodeToString(h.Sum(nil))
 	// The full snapshot's encoding: its version, full = true and every resource.
@@ -159,14 +156,20 @@ func (s *Snapshot) Len() int { return len(s.resources) }
 // Diff returns what turns prev into next: the resources of next that prev lacks or holds with
 // another payload, and the keys of prev that next lacks, both sorted by key.
 func Diff(prev, next *Snapshot) (upserts []*discoveryv1.Resource, removed []string) {
-	for _, r := range next.resources {
-		if d, ok := prev.digests[r.GetKey()]; !ok || d != next.digests[r.GetKey()] {
-			upserts = append(upserts, r)
-		}
-	}
-	for _, r := range prev.resources {
-		if _, ok := next.digests[r.GetKey()]; !ok {
-			removed = append(removed, r.GetKey())
+	i, j := 0, 0
+	for i < len(prev.resources) || j < len(next.resources) {
+		switch {
+		case j == len(next.resources) || i < len(prev.resources) && prev.resources[i].GetKey() < next.resources[j].GetKey():
+			removed = append(removed, prev.resources[i].GetKey())
+			i++
+		case i == len(prev.resources) || next.resources[j].GetKey() < prev.resources[i].GetKey():
+			upserts = append(upserts, next.resources[j])
+			j++
+		default:
+			if prev.digests[i] != next.digests[j] {
+				upserts = append(upserts, next.resources[j])
+			}
+			i, j = i+1, j+1
 		}
 	}
 	return upserts, removed

@@ -12,15 +12,17 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/routeset"
 )
 
 // ErrInvalid reports a resource set the data plane refuses; the agent NACKs it and the last
 // good table keeps serving.
 var ErrInvalid = errors.New("invalid routing resource")
 
-// Resource key prefixes; the rest of a key is the payload's name.
+// Resource key prefixes; the rest of a key is the payload's name. Route sets have theirs in
+// routeset.KeyPrefix.
 const (
-	ListenerKeyPrefix    = "listener/"
+	ListenerKeyPrefix    = routeset.ListenerKeyPrefix
 	ClusterKeyPrefix     = "cluster/"
 	CertificateKeyPrefix = "certificate/"
 )
