@@ -42,6 +42,7 @@ type listenerEncoding struct {
 // setEncoding is one route set: the IR routes it encodes, their wire form and its resource.
 type setEncoding struct {
 	id     groupID
+	key    string
 	routes []*snapshot.Route
 	wire   []*discoveryv1.Route
 	res    *discoveryv1.Resource
@@ -142,7 +143,7 @@ func (m *Memo) listener(l *snapshot.Listener) (*listenerEncoding, int, error) {
 			prev = old.setByID[g.groupID]
 		}
 		if prev != nil {
-			g.key = prev.res.GetKey()
+			g.key = prev.key
 		} else {
 			g.key = routeset.Key(l.Name, g.virtualHost, g.hostname)
 		}
@@ -159,7 +160,7 @@ func (m *Memo) listener(l *snapshot.Listener) (*listenerEncoding, int, error) {
 		out.setByID[g.groupID] = se
 	}
 	// In key order: the sets the listener had, in their order, merged with the new ones.
-	byKey := func(a, b *setEncoding) int { return strings.Compare(a.res.GetKey(), b.res.GetKey()) }
+	byKey := func(a, b *setEncoding) int { return strings.Compare(a.key, b.key) }
 	slices.SortFunc(fresh, byKey)
 	out.sets = make([]*setEncoding, 0, len(groups))
 	if old != nil {
@@ -201,7 +202,7 @@ func encodeSet(l *snapshot.Listener, g *routeGroup, prev *setEncoding) (*setEnco
 	if err != nil {
 		return nil, err
 	}
-	return &setEncoding{id: g.groupID, routes: g.routes, wire: msg.GetRoutes(), res: res}, nil
+	return &setEncoding{id: g.groupID, key: g.key, routes: g.routes, wire: msg.GetRoutes(), res: res}, nil
 }
 
 // reuseOrEncode appends the resource of v: the one the previous encoding made of v, or a new one.
