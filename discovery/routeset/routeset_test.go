@@ -169,7 +169,7 @@ func TestAssembleRefusesWhatItCannotAssemble(t *testing.T) {
 	set := &discoveryv1.RouteSet{Listener: "ns/gw/80", VirtualHost: "http", Hostname: "a.example.com", Routes: []*discoveryv1.Route{route}}
 	good := routeset.Set{VirtualHost: "http", Hostname: "a.example.com", Payload: marshal(t, set)}
 	unknown := append(marshal(t, set), 0x2a, 0x01, 'x') // field 5, bytes
-	varint := append(marshal(t, set), 0x08, 0x01)         // field 1 as a varint
+	varint := append(marshal(t, set), 0x08, 0x01)       // field 1 as a varint
 	own := proto.Clone(head).(*discoveryv1.Listener)
 	own.VirtualHosts[0].Routes = []*discoveryv1.Route{route}
 	for _, tc := range []struct {

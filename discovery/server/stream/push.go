@@ -63,7 +63,7 @@ type inflight struct {
 	// reports and convergence follows.
 	snap, primary *cache.Snapshot
 	nonce         string
-	full  bool
+	full          bool
 	// size is the encoded message's; key names its shared body in the identity's budget.
 	size int
 	key  bodyKey
