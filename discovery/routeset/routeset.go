@@ -2,6 +2,7 @@ package routeset
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -41,11 +42,12 @@ func ParseKey(key string) (listener, virtualHost, hostname string, ok bool) {
 	if !ok {
 		return "", "", "", false
 	}
-	parts := strings.Split(rest, Separator)
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+	listener, rest, ok1 := strings.Cut(rest, Separator)
+	virtualHost, hostname, ok2 := strings.Cut(rest, Separator)
+	if !ok1 || !ok2 || listener == "" || virtualHost == "" || strings.Contains(hostname, Separator) {
 		return "", "", "", false
 	}
-	return parts[0], parts[1], parts[2], true
+	return listener, virtualHost, hostname, true
 }
 
 // Compare orders the hostnames of a virtual host's sets, most specific first: the longest
@@ -120,6 +122,9 @@ func init() {
 	if setRoutes != virtualHostRoutes {
 		panic("routeset: RouteSet.routes and VirtualHost.routes must share their field number")
 	}
+	if setVirtualHost != setListener+1 || setHostname != setListener+2 {
+		panic("routeset: RouteSet's listener, virtual_host and hostname must be numbered in a row")
+	}
 }
 
 func fieldNumber(m proto.Message, name protoreflect.Name) protowire.Number {
@@ -138,22 +143,41 @@ func fieldNumber(m proto.Message, name protoreflect.Name) protowire.Number {
 // hostname, when a set names a virtual host the listener lacks or has twice, or when a virtual
 // host with sets has routes of its own.
 func Assemble(name string, listener []byte, sets []Set) ([]byte, error) {
-	sets = slices.Clone(sets)
-	slices.SortFunc(sets, func(a, b Set) int {
+	order := make([]int32, len(sets))
+	for i := range order {
+		order[i] = int32(i) //nolint:gosec // a listener has far fewer than 2^31 sets
+	}
+	slices.SortFunc(order, func(i, j int32) int {
+		a, b := &sets[i], &sets[j]
 		return cmp.Or(strings.Compare(a.VirtualHost, b.VirtualHost), Compare(a.Hostname, b.Hostname))
 	})
-	routes := make(map[string][]byte, 1)
-	for i, s := range sets {
-		if i > 0 && sets[i-1].VirtualHost == s.VirtualHost && sets[i-1].Hostname == s.Hostname {
+	// Each virtual host's routes: the encoded routes fields of its sets, in order, located in
+	// the sets' payloads and copied once, into the result.
+	routes := make(map[string]*vhostRoutes, 1)
+	var last *vhostRoutes
+	for k, i := range order {
+		s := &sets[i]
+		prev := &sets[order[max(k-1, 0)]]
+		if k > 0 && prev.VirtualHost == s.VirtualHost && prev.Hostname == s.Hostname {
 			return nil, fmt.Errorf("%w: two sets of virtual host %q and hostname %q", ErrInvalid, s.VirtualHost, s.Hostname)
 		}
-		b, err := setRoutesOf(name, s)
-		if err != nil {
+		if last == nil || prev.VirtualHost != s.VirtualHost {
+			last = &vhostRoutes{fields: make([][]byte, 0, len(sets))}
+			routes[s.VirtualHost] = last
+		}
+		var err error
+		if last.fields, err = appendSetRoutes(last.fields, name, s); err != nil {
 			return nil, err
 		}
-		routes[s.VirtualHost] = append(routes[s.VirtualHost], b...)
 	}
-	out := make([]byte, 0, len(listener)+sumLen(routes)+8*len(routes))
+	size := len(listener)
+	for _, r := range routes {
+		for _, f := range r.fields {
+			r.size += len(f)
+		}
+		size += r.size + 2*binary.MaxVarintLen64
+	}
+	out := make([]byte, 0, size)
 	done := make(map[string]bool, len(routes))
 	gotName := false
 	for b := listener; len(b) > 0; {
@@ -198,9 +222,11 @@ func Assemble(name string, listener []byte, sets []Set) ([]byte, error) {
 		}
 		delete(routes, vhName)
 		out = protowire.AppendTag(out, num, protowire.BytesType)
-		out = protowire.AppendVarint(out, uint64(len(v)+len(extra)))
+		out = protowire.AppendVarint(out, uint64(len(v)+extra.size))
 		out = append(out, v...)
-		out = append(out, extra...)
+		for _, f := range extra.fields {
+			out = append(out, f...)
+		}
 	}
 	if !gotName {
 		return nil, fmt.Errorf("%w: listener %s has no name", ErrInvalid, name)
@@ -211,12 +237,10 @@ func Assemble(name string, listener []byte, sets []Set) ([]byte, error) {
 	return out, nil
 }
 
-func sumLen(m map[string][]byte) int {
-	n := 0
-	for _, b := range m {
-		n += len(b)
-	}
-	return n
+// vhostRoutes are the encoded routes fields of one virtual host's sets, and their total size.
+type vhostRoutes struct {
+	fields [][]byte
+	size   int
 }
 
 // scanVirtualHost returns a virtual host encoding's name and whether it holds routes.
@@ -242,12 +266,14 @@ func scanVirtualHost(b []byte) (name string, routes bool, err error) {
 	return name, routes, nil
 }
 
-// setRoutesOf returns the encoded routes fields of a set, after checking that its payload holds
-// only RouteSet's fields and names what its key names.
-func setRoutesOf(listener string, s Set) ([]byte, error) {
-	var out []byte
-	var got [3]string
-	for b := s.Payload; len(b) > 0; {
+// appendSetRoutes appends the encoded routes fields of a set (slices of its payload, one for each
+// run of them) to fields, after checking that its payload holds only RouteSet's fields and names
+// what its key names.
+func appendSetRoutes(fields [][]byte, listener string, s *Set) ([][]byte, error) {
+	var got [3][]byte
+	run := -1 // where the current run of routes fields starts in s.Payload
+	for off := 0; off < len(s.Payload); {
+		b := s.Payload[off:]
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, Key(listener, s.VirtualHost, s.Hostname), protowire.ParseError(n))
@@ -256,29 +282,32 @@ func setRoutesOf(listener string, s Set) ([]byte, error) {
 		if m < 0 {
 			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, Key(listener, s.VirtualHost, s.Hostname), protowire.ParseError(m))
 		}
-		field := b[:n+m]
-		b = b[n+m:]
 		if typ != protowire.BytesType {
 			return nil, fmt.Errorf("%w: %s: field %d of wire type %d", ErrInvalid, Key(listener, s.VirtualHost, s.Hostname), num, typ)
 		}
-		v, _ := protowire.ConsumeBytes(field[n:])
+		if num != setRoutes && run >= 0 {
+			fields, run = append(fields, s.Payload[run:off]), -1
+		}
 		switch num {
-		case setListener:
-			got[0] = string(v)
-		case setVirtualHost:
-			got[1] = string(v)
-		case setHostname:
-			got[2] = string(v)
+		case setListener, setVirtualHost, setHostname:
+			v, _ := protowire.ConsumeBytes(b[n : n+m])
+			got[num-setListener] = v
 		case setRoutes:
-			out = append(out, field...)
+			if run < 0 {
+				run = off
+			}
 		default:
 			return nil, fmt.Errorf("%w: %s: unknown field %d", ErrInvalid, Key(listener, s.VirtualHost, s.Hostname), num)
 		}
+		off += n + m
 	}
-	if got != [3]string{listener, s.VirtualHost, s.Hostname} {
+	if run >= 0 {
+		fields = append(fields, s.Payload[run:])
+	}
+	if string(got[0]) != listener || string(got[1]) != s.VirtualHost || string(got[2]) != s.Hostname {
 		return nil, fmt.Errorf("%w: key %s holds the set of %q", ErrInvalid, Key(listener, s.VirtualHost, s.Hostname), got)
 	}
-	return out, nil
+	return fields, nil
 }
 
 // Inline returns resources, sorted by key, in the layout of a proxy that predates RouteSets: every

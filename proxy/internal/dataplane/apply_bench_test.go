@@ -8,8 +8,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/routeset"
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/snaptest"
 	"coxswain.dev/coxswain/proxy/internal/resource"
@@ -83,6 +85,45 @@ func BenchmarkApplyDelta(b *testing.B) {
 			alternate(b, d, []*resource.Set{base, changed})
 		})
 	}
+	// The same route change with the listener's routes in route sets, as the controller sends
+	// them: the delta is the one set that holds the route.
+	b.Run("route-in-route-sets", func(b *testing.B) {
+		split := func(l *discoveryv1.Listener) []*discoveryv1.Resource {
+			head, sets := routeset.Split(l)
+			out := snaptest.Resources(b, head)
+			for _, s := range sets {
+				a, err := anypb.New(s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out = append(out, &discoveryv1.Resource{Key: routeset.Key(s.GetListener(), s.GetVirtualHost(), s.GetHostname()), Payload: a})
+			}
+			return out
+		}
+		base, err := resource.NewSet("base", append(split(big), snaptest.Resources(b, msgs[1:]...)...))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var delta []*discoveryv1.Resource
+		before := map[string]*anypb.Any{}
+		for _, r := range split(big) {
+			before[r.GetKey()] = r.GetPayload()
+		}
+		for _, r := range split(route) {
+			if !proto.Equal(before[r.GetKey()], r.GetPayload()) {
+				delta = append(delta, r)
+			}
+		}
+		if len(delta) != 1 {
+			b.Fatalf("the route change touches %d resources, want one set", len(delta))
+		}
+		changed, err := base.Merge("changed", delta, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := benchDataPlane(b, base)
+		alternate(b, d, []*resource.Set{base, changed})
+	})
 }
 
 func benchDataPlane(b *testing.B, first *resource.Set) *dataplane.DataPlane {

@@ -129,7 +129,10 @@ type keyed struct {
 // payload prev compiled is returned, so that an unchanged listener is known without comparing
 // its bytes.
 func assemble(prev *Table, name string, listener *anypb.Any, sets []keyed) (assembly, error) {
-	slices.SortFunc(sets, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	byKey := func(a, b keyed) int { return strings.Compare(a.key, b.key) }
+	if !slices.IsSortedFunc(sets, byKey) {
+		slices.SortFunc(sets, byKey)
+	}
 	inputs := make([]*anypb.Any, 0, 1+len(sets))
 	inputs = append(inputs, listener)
 	for _, s := range sets {
