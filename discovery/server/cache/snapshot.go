@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"slices"
 	"time"
 
@@ -71,6 +70,7 @@ func NewSnapshotReusing(prev *Snapshot, resources []*discoveryv1.Resource, now t
 		old = prev.resources
 	}
 	full, at := 0, 0
+	var fields []byte
 	for i, r := range sorted {
 		if i > 0 && sorted[i-1].GetKey() == r.GetKey() {
 			return nil, fmt.Errorf("%w: duplicate key %q", ErrInvalidResource, r.GetKey())
@@ -88,8 +88,11 @@ func NewSnapshotReusing(prev *Snapshot, resources []*discoveryv1.Resource, now t
 			s.sizes[i] = proto.Size(r)
 		}
 		full += protowire.SizeTag(snapshotResources) + protowire.SizeBytes(s.sizes[i])
-		writeField(h, []byte(r.GetKey()))
-		writeField(h, s.digests[i][:])
+		fields = binary.BigEndian.AppendUint64(fields[:0], uint64(len(r.GetKey())))
+		fields = append(fields, r.GetKey()...)
+		fields = binary.BigEndian.AppendUint64(fields, uint64(len(s.digests[i])))
+		fields = append(fields, s.digests[i][:]...)
+		h.Write(fields) // each field length-prefixed, so that no two field sequences hash alike
 	}
 	s.version = hex.EncodeToString(h.Sum(nil))
 	// The full snapshot's encoding: its version, full = true and every resource.
@@ -115,13 +118,6 @@ func resourceDigest(r *discoveryv1.Resource) (digest, error) {
 	return sha256.Sum256(b), nil
 }
 
-// writeField writes b length-prefixed, so that no two field sequences hash alike.
-func writeField(h hash.Hash, b []byte) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-	h.Write(n[:])
-	h.Write(b)
-}
 
 // Version returns the content hash of the snapshot.
 func (s *Snapshot) Version() string { return s.version }
