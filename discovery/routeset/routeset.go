@@ -18,8 +18,8 @@ import (
 
 // KeyPrefix starts the key of every RouteSet resource; ListenerKeyPrefix every Listener's.
 const (
-	KeyPrefix         = "routes/"
-	ListenerKeyPrefix = "listener/"
+	KeyPrefix         = discoveryv1.RouteSetKeyPrefix
+	ListenerKeyPrefix = discoveryv1.ListenerKeyPrefix
 )
 
 // ErrInvalid reports a RouteSet or Listener encoding that cannot be assembled.

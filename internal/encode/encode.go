@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
-	"coxswain.dev/coxswain/discovery/routeset"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/snapshot"
@@ -16,10 +15,10 @@ import (
 // Resource key prefixes; the rest of a key is the IR object's name, or for a RouteSet what
 // routeset.Key makes of its listener, virtual host and hostname.
 const (
-	ListenerKeyPrefix    = routeset.ListenerKeyPrefix
-	RouteSetKeyPrefix    = routeset.KeyPrefix
-	ClusterKeyPrefix     = "cluster/"
-	CertificateKeyPrefix = "certificate/"
+	ListenerKeyPrefix    = discoveryv1.ListenerKeyPrefix
+	RouteSetKeyPrefix    = discoveryv1.RouteSetKeyPrefix
+	ClusterKeyPrefix     = discoveryv1.ClusterKeyPrefix
+	CertificateKeyPrefix = discoveryv1.CertificateKeyPrefix
 )
 
 // Encoded is one scope's snapshot in wire form.

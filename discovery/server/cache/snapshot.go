@@ -118,7 +118,6 @@ func resourceDigest(r *discoveryv1.Resource) (digest, error) {
 	return sha256.Sum256(b), nil
 }
 
-
 // Version returns the content hash of the snapshot.
 func (s *Snapshot) Version() string { return s.version }
 

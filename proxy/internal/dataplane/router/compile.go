@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
-	"coxswain.dev/coxswain/discovery/routeset"
 )
 
 // ErrInvalid reports a resource set the data plane refuses; the agent NACKs it and the last
@@ -22,9 +21,9 @@ var ErrInvalid = errors.New("invalid routing resource")
 // Resource key prefixes; the rest of a key is the payload's name. Route sets have theirs in
 // routeset.KeyPrefix.
 const (
-	ListenerKeyPrefix    = routeset.ListenerKeyPrefix
-	ClusterKeyPrefix     = "cluster/"
-	CertificateKeyPrefix = "certificate/"
+	ListenerKeyPrefix    = discoveryv1.ListenerKeyPrefix
+	ClusterKeyPrefix     = discoveryv1.ClusterKeyPrefix
+	CertificateKeyPrefix = discoveryv1.CertificateKeyPrefix
 )
 
 // Compile validates a complete resource set, given as key and payload pairs, and builds its

@@ -18,11 +18,11 @@ import (
 func Key(msg proto.Message) string {
 	switch m := msg.(type) {
 	case *discoveryv1.Listener:
-		return "listener/" + m.GetName()
+		return discoveryv1.ListenerKeyPrefix + m.GetName()
 	case *discoveryv1.Cluster:
-		return "cluster/" + m.GetName()
+		return discoveryv1.ClusterKeyPrefix + m.GetName()
 	case *discoveryv1.Certificate:
-		return "certificate/" + m.GetName()
+		return discoveryv1.CertificateKeyPrefix + m.GetName()
 	}
 	return "unknown/" + string(proto.MessageName(msg))
 }
