@@ -59,10 +59,16 @@ func Plan(g *graph.Graph) []ScopePlan {
 func CompileScope(p ScopePlan, clusters []*graph.Cluster, memo *Memo) *Snapshot {
 	sb := newScopeBuilder(p.Scope)
 	sb.memo = memo
+	for _, gc := range clusters {
+		if gc.TLS != nil && !gc.TLS.FailClosed {
+			sb.clientCertClusters = append(sb.clientCertClusters, gc.Key.String())
+		}
+	}
 	for _, gw := range p.Gateways {
 		sb.compileGateway(gw)
 	}
 	sb.fillSecrets()
+	memo.settle()
 	sb.fillClusters(clusters)
 	memo.finish(sb)
 	return sb.snap
@@ -77,6 +83,9 @@ type scopeBuilder struct {
 	// routes use it; gateway is the one being compiled.
 	clientCerts map[string]clientCertNote
 	gateway     *graph.Gateway
+	// clientCertClusters are the clusters that may present a client certificate (backend TLS
+	// that does not fail closed): the only ones whose notes are read.
+	clientCertClusters []string
 	// memo, when set, holds the previous compile of this scope.
 	memo *Memo
 }
@@ -193,7 +202,7 @@ func (sb *scopeBuilder) fillSecrets() {
 func (sb *scopeBuilder) fillClusters(all []*graph.Cluster) {
 	for _, gc := range all {
 		name := gc.Key.String()
-		if !sb.clusters[name] {
+		if !sb.clusters[name] && !sb.memo.uses(name) {
 			continue
 		}
 		cl := &Cluster{Name: name, Protocol: upstreamProtocol(gc.AppProtocol, gc.GRPC, gc.TLS != nil), TLS: gc.TLS}
@@ -214,6 +223,16 @@ type clientCertNote struct {
 	name     string
 	secret   *corev1.Secret
 	disagree bool
+}
+
+// noteClientCertificates records that the Gateway being compiled uses the clusters counted in
+// uses, for the clusters whose note is read.
+func (sb *scopeBuilder) noteClientCertificates(uses map[string]int) {
+	for _, c := range sb.clientCertClusters {
+		if uses[c] > 0 {
+			sb.noteClientCertificate(c)
+		}
+	}
 }
 
 // noteClientCertificate records that the Gateway being compiled uses a cluster.

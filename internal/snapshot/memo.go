@@ -31,6 +31,19 @@ type Memo struct {
 	secrets   map[string]*Secret
 	// next collects this compile's results; finish makes them the memo.
 	next memoNext
+	// scopeClusters counts, for every cluster, the remembered virtual hosts whose routes use it,
+	// as counted holds them: the scope's clusters without a walk over every virtual host's.
+	scopeClusters map[string]int
+	counted       map[string]countedClusters
+	// clustersIDs numbers the cluster counts compileRoutes makes, so that counted can tell them
+	// apart.
+	clustersIDs uint64
+}
+
+// countedClusters is the cluster count of a virtual host that scopeClusters includes.
+type countedClusters struct {
+	id       uint64
+	clusters map[string]int
 }
 
 type memoNext struct {
@@ -48,6 +61,8 @@ type vhostMemo struct {
 	entries  []entry
 	routes   map[string]bool
 	clusters map[string]int
+	// clustersID numbers clusters (see Memo.clustersIDs).
+	clustersID uint64
 }
 
 // NewMemo returns an empty Memo: its first compile compiles everything.
@@ -58,6 +73,9 @@ func NewMemo() *Memo {
 		listeners: map[string]*Listener{},
 		clusters:  map[string]*Cluster{},
 		secrets:   map[string]*Secret{},
+
+		scopeClusters: map[string]int{},
+		counted:       map[string]countedClusters{},
 	}
 }
 
@@ -97,6 +115,7 @@ func (m *Memo) virtualHost(sb *scopeBuilder, vh *VirtualHost, l *graph.Listener)
 	if _, dup := m.next.vhosts[key]; dup || m.next.dups[key] {
 		// Two listeners of one Gateway by the same name (not expected): neither is remembered.
 		m.next.dups[key] = true
+		m.count(key, nil)
 		return m.uncached(sb, vh, l, key)
 	}
 	prev := m.vhosts[key]
@@ -104,15 +123,14 @@ func (m *Memo) virtualHost(sb *scopeBuilder, vh *VirtualHost, l *graph.Listener)
 	if prev != nil && m.unchanged(prev, l) {
 		cur = prev
 	} else if cur = m.compileRoutes(sb, prev, l); cur == nil {
+		m.count(key, nil)
 		return m.uncached(sb, vh, l, key)
 	}
-	for c := range cur.clusters {
-		sb.clusters[c] = true
-		sb.noteClientCertificate(c)
-	}
+	m.count(key, cur)
+	sb.noteClientCertificates(cur.clusters)
 	if cur.vh == nil || !sameVirtualHost(cur.vh, vh) {
 		if cur == prev {
-			cur = &vhostMemo{entries: prev.entries, routes: prev.routes, clusters: prev.clusters}
+			cur = &vhostMemo{entries: prev.entries, routes: prev.routes, clusters: prev.clusters, clustersID: prev.clustersID}
 		}
 		vh.Routes = routesOf(cur.entries)
 		cur.vh = vh
@@ -184,8 +202,49 @@ func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listene
 		clustersOf(e, func(c string) { cur.clusters[c]++ })
 	}
 	cur.entries = mergeEntries(kept, entries)
+	m.clustersIDs++
+	cur.clustersID = m.clustersIDs
 	return cur
 }
+
+// count makes scopeClusters count the clusters of cur for the virtual host key instead of
+// those it counted for it before; cur nil counts none.
+func (m *Memo) count(key string, cur *vhostMemo) {
+	old, had := m.counted[key]
+	if had && cur != nil && old.id == cur.clustersID {
+		return
+	}
+	if had {
+		for c := range old.clusters {
+			if m.scopeClusters[c]--; m.scopeClusters[c] <= 0 {
+				delete(m.scopeClusters, c)
+			}
+		}
+		delete(m.counted, key)
+	}
+	if cur != nil {
+		for c := range cur.clusters {
+			m.scopeClusters[c]++
+		}
+		m.counted[key] = countedClusters{id: cur.clustersID, clusters: cur.clusters}
+	}
+}
+
+// settle stops counting the clusters of the virtual hosts this compile did not remember, before
+// the scope's clusters are filled.
+func (m *Memo) settle() {
+	if m == nil {
+		return
+	}
+	for key := range m.counted {
+		if _, ok := m.next.vhosts[key]; !ok {
+			m.count(key, nil)
+		}
+	}
+}
+
+// uses reports whether a remembered virtual host of this compile forwards or mirrors to cluster.
+func (m *Memo) uses(cluster string) bool { return m != nil && m.scopeClusters[cluster] > 0 }
 
 // clustersOf calls f with every cluster the route of e forwards or mirrors to, once per use.
 func clustersOf(e entry, f func(string)) {
