@@ -30,6 +30,9 @@ type native struct {
 	h2ln     *chanListener
 	h2served chan error
 	conns    sync.WaitGroup
+	// accepting is closed when serve returns: no connection is added to conns after it, so
+	// conns may be waited for.
+	accepting chan struct{}
 
 	mu          sync.Mutex
 	handshaking map[*tls.Conn]struct{}
@@ -39,7 +42,7 @@ type native struct {
 func (m *Manager) newNative(l *forward.Listener, protocol router.Protocol, ln *limitListener) *native {
 	o := &m.opts
 	n := &native{
-		ln: ln, timeout: o.HeaderReadTimeout, h2served: make(chan error, 1),
+		ln: ln, timeout: o.HeaderReadTimeout, h2served: make(chan error, 1), accepting: make(chan struct{}),
 		h2ln: newChanListener(ln.Addr()), handshaking: map[*tls.Conn]struct{}{},
 	}
 	// The HTTP/2 server gets connections handshaken already: it needs no TLS config of its
@@ -81,6 +84,7 @@ func headReason(codec string) string {
 
 // serve accepts connections until the listener closes.
 func (n *native) serve() error {
+	defer close(n.accepting)
 	for {
 		c, err := n.ln.Accept()
 		if err != nil {
@@ -179,6 +183,7 @@ func (n *native) shutdown(ctx context.Context) error {
 	}
 	done := make(chan struct{})
 	go func() {
+		<-n.accepting
 		n.conns.Wait()
 		close(done)
 	}()

@@ -25,6 +25,9 @@ type passthrough struct {
 	ln    *limitListener
 	hello bool
 	conns sync.WaitGroup
+	// accepting is closed when serve returns: no connection is added to conns after it, so
+	// conns may be waited for.
+	accepting chan struct{}
 	// terminator is terminate, on a TLS port.
 	terminator forward.Terminator
 
@@ -34,7 +37,7 @@ type passthrough struct {
 }
 
 func (m *Manager) newPassthrough(port uint32, ln *limitListener, hello bool) *passthrough {
-	p := &passthrough{m: m, port: port, ln: ln, hello: hello, reading: map[net.Conn]struct{}{}}
+	p := &passthrough{m: m, port: port, ln: ln, hello: hello, reading: map[net.Conn]struct{}{}, accepting: make(chan struct{})}
 	if hello {
 		p.terminator = p.terminate
 	}
@@ -43,6 +46,7 @@ func (m *Manager) newPassthrough(port uint32, ln *limitListener, hello bool) *pa
 
 // serve accepts connections until the listener closes.
 func (p *passthrough) serve() error {
+	defer close(p.accepting)
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -154,6 +158,7 @@ func (p *passthrough) shutdown(ctx context.Context) error {
 	p.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
+		<-p.accepting
 		p.conns.Wait()
 		close(done)
 	}()
