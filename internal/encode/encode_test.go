@@ -22,6 +22,7 @@ import (
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/snapshot"
 	"coxswain.dev/coxswain/internal/state"
+	"coxswain.dev/coxswain/internal/state/statetest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden .out.yaml files from the current output")
@@ -202,18 +203,10 @@ func TestKeysAndTypes(t *testing.T) {
 // hostname as compiled, the hostnames by routeset.Compare.
 func TestRouteSetsAssembleIntoTheListeners(t *testing.T) {
 	t.Parallel()
-	ins, _ := filepath.Glob(filepath.Join(graphInputs, "*.in.yaml"))
 	sets := 0
-	for _, in := range ins {
-		raw, err := os.ReadFile(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs, err := state.Decode(bytes.NewReader(raw))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range snapshot.Compile(graph.Build(cs, graph.Options{})) {
+	for _, golden := range statetest.GoldenInputs(t, graphInputs) {
+		in := golden.Name
+		for _, s := range snapshot.Compile(graph.Build(golden.State(t), graph.Options{})) {
 			e, err := encode.Snapshot(s)
 			if err != nil {
 				t.Fatal(err)

@@ -1,8 +1,10 @@
 package dataplane_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -198,5 +200,76 @@ func TestWatchdogBoundsSilentBackends(t *testing.T) {
 	}
 	if r := do(t, c, "GET", "http://x/", "X-Sleep: 10ms"); r.status != 200 {
 		t.Errorf("a prompt backend got %d", r.status)
+	}
+}
+
+// Tests that a port dropped while raw clients keep connecting to it and sending requests is
+// released without a hang: every connection the port accepted is answered in full (by its route,
+// or 404 when the request is routed on the table that dropped the port) or closed,
+// none is left waiting, the apply that drops it returns within the drain timeout, and the port
+// refuses connections after. The drain waits for the accept loop to end before it waits for the
+// connections (under the race detector, a connection accepted during the drain is seen).
+func TestPortDroppedUnderAConnectionStorm(t *testing.T) {
+	t.Parallel()
+	app, _ := backend(t, "app")
+	d := start(t, dataplane.Options{})
+	route := snaptest.VHost("http", "", snaptest.Route("ns/r/0/0", "", snaptest.Prefix("/"), "ns/app:80"))
+	cluster := snaptest.Cluster(t, "ns/app:80", hostPort(app))
+	apply(t, d, snaptest.HTTP("ns/a", 80, route), snaptest.HTTP("ns/b", 81, route), cluster)
+	dropped := addr(t, d, 81)
+
+	var answered, notFound, closed, refused atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := (&net.Dialer{Timeout: time.Second}).DialContext(context.Background(), "tcp", dropped)
+				if err != nil {
+					refused.Add(1)
+					continue
+				}
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				_, _ = c.Write([]byte("GET /storm HTTP/1.1\r\nHost: storm.example.com\r\nConnection: close\r\n\r\n"))
+				got, err := io.ReadAll(c)
+				_ = c.Close()
+				var ne net.Error
+				switch {
+				case errors.As(err, &ne) && ne.Timeout():
+					t.Errorf("a connection accepted by the dropped port was left waiting; read %q", got)
+					return
+				case len(got) == 0:
+					closed.Add(1)
+				case bytes.HasPrefix(got, []byte("HTTP/1.1 404 ")) && bytes.HasSuffix(got, []byte("\r\n\r\n")):
+					// Accepted as the port was dropped and routed on the table without it.
+					notFound.Add(1)
+				case !bytes.HasPrefix(got, []byte("HTTP/1.1 200 ")) || !bytes.Contains(got, []byte(`"app"`)) || !bytes.HasSuffix(got, []byte("}\n")):
+					t.Errorf("a partial or foreign answer from the dropped port: %q", got)
+					return
+				default:
+					answered.Add(1)
+				}
+			}
+		})
+	}
+	eventually(t, "the storm is answered", func() bool { return answered.Load() >= 20 })
+	start := time.Now()
+	apply(t, d, snaptest.HTTP("ns/a", 80, route), cluster)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("dropping the port under the storm took %s", took)
+	}
+	before := refused.Load()
+	eventually(t, "the dropped port refuses connections", func() bool { return refused.Load() > before+10 })
+	close(stop)
+	wg.Wait()
+	t.Logf("storm: %d answered, %d answered 404 (on the table without the port), %d closed unanswered, %d refused",
+		answered.Load(), notFound.Load(), closed.Load(), refused.Load())
+	if r := do(t, client(addr(t, d, 80)), "GET", "http://x/"); r.status != 200 {
+		t.Errorf("the port kept: %d", r.status)
 	}
 }

@@ -81,15 +81,15 @@ func sortResources(prev *Table, resources iter.Seq2[string, *anypb.Any]) (*sorte
 		}
 		seen[key] = true
 		if strings.HasPrefix(key, routeset.KeyPrefix) {
-			l, _, _, ok := routeset.ParseKey(key)
+			l, vh, host, ok := routeset.ParseKey(key)
 			if !ok || payload.GetTypeUrl() != routeset.TypeURL() {
 				errs = append(errs, fmt.Errorf("resource %q: %w: not a route set", key, ErrInvalid))
 				continue
 			}
-			sets[l] = append(sets[l], keyed{key, payload})
+			sets[l] = append(sets[l], keyed{key: key, payload: payload, virtualHost: vh, hostname: host})
 			continue
 		}
-		rest = append(rest, keyed{key, payload})
+		rest = append(rest, keyed{key: key, payload: payload})
 	}
 	for _, r := range rest {
 		payload := r.payload
@@ -118,10 +118,11 @@ func sortResources(prev *Table, resources iter.Seq2[string, *anypb.Any]) (*sorte
 	return s, errors.Join(errs...)
 }
 
-// keyed is one resource of the set.
+// keyed is one resource of the set; a route set's with what its key names.
 type keyed struct {
-	key     string
-	payload *anypb.Any
+	key                   string
+	payload               *anypb.Any
+	virtualHost, hostname string
 }
 
 // assemble returns the encoding of a listener with the routes of its route sets, as one payload
@@ -143,8 +144,7 @@ func assemble(prev *Table, name string, listener *anypb.Any, sets []keyed) (asse
 	}
 	in := make([]routeset.Set, 0, len(sets))
 	for _, s := range sets {
-		_, vh, host, _ := routeset.ParseKey(s.key)
-		in = append(in, routeset.Set{VirtualHost: vh, Hostname: host, Payload: s.payload.GetValue()})
+		in = append(in, routeset.Set{VirtualHost: s.virtualHost, Hostname: s.hostname, Payload: s.payload.GetValue()})
 	}
 	b, err := routeset.Assemble(name, listener.GetValue(), in)
 	if err != nil {
