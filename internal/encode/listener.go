@@ -123,43 +123,68 @@ func virtualHost(vh *snapshot.VirtualHost, encodeRoute func(*snapshot.Route) *di
 }
 
 func route(r *snapshot.Route) *discoveryv1.Route {
-	out := &discoveryv1.Route{
-		Name:         r.Name,
-		Hostname:     r.Hostname,
-		Match:        match(r.Match),
-		DirectStatus: uint32(r.DirectStatus), //nolint:gosec // an HTTP status
-		Timeouts:     timeouts(r.Timeouts),
-		Retry:        retry(r.Retry),
-	}
+	// A route, its match and its path in one allocation: they are made, kept and dropped together.
+	w := &wireRoute{}
+	out := &w.route
+	out.Name = r.Name
+	out.Hostname = r.Hostname
+	out.Match = match(&w.match, &w.path, r.Match)
+	out.DirectStatus = uint32(r.DirectStatus) //nolint:gosec // an HTTP status
+	out.Timeouts = timeouts(r.Timeouts)
+	out.Retry = retry(r.Retry)
 	for _, f := range r.Filters {
 		out.Filters = append(out.Filters, filter(f))
 	}
-	for _, b := range r.Backends {
-		wb := &discoveryv1.WeightedBackend{
-			Cluster: b.Cluster, Weight: uint32(b.Weight), ErrorStatus: uint32(b.ErrorStatus), //nolint:gosec // weights are 0-1000000
+	if len(r.Backends) > 0 {
+		// Most rules have one backend: it goes in the route's allocation too.
+		backends, ptrs := w.backend[:], w.backends[:]
+		if len(r.Backends) > 1 {
+			backends = make([]discoveryv1.WeightedBackend, len(r.Backends))
+			ptrs = make([]*discoveryv1.WeightedBackend, len(r.Backends))
 		}
-		for _, f := range b.Filters {
-			wb.Filters = append(wb.Filters, filter(f))
+		out.Backends = ptrs
+		for i, b := range r.Backends {
+			wb := &backends[i]
+			wb.Cluster, wb.Weight, wb.ErrorStatus = b.Cluster, uint32(b.Weight), uint32(b.ErrorStatus) //nolint:gosec // weights are 0-1000000
+			for _, f := range b.Filters {
+				wb.Filters = append(wb.Filters, filter(f))
+			}
+			out.Backends[i] = wb
 		}
-		out.Backends = append(out.Backends, wb)
 	}
 	return out
 }
 
-func match(m snapshot.Match) *discoveryv1.RouteMatch {
-	out := &discoveryv1.RouteMatch{
-		Path:   &discoveryv1.PathMatch{Type: matchType(m.Path.Type), Value: m.Path.Value},
-		Method: m.Method,
-	}
+// wireRoute holds a route's message with the match and path messages it points to, and its
+// backend when it has one.
+type wireRoute struct {
+	route    discoveryv1.Route
+	match    discoveryv1.RouteMatch
+	path     discoveryv1.PathMatch
+	backend  [1]discoveryv1.WeightedBackend
+	backends [1]*discoveryv1.WeightedBackend
+}
+
+// match fills out and path, which out points to, from m, and returns out.
+func match(out *discoveryv1.RouteMatch, path *discoveryv1.PathMatch, m snapshot.Match) *discoveryv1.RouteMatch {
+	path.Type, path.Value = matchType(m.Path.Type), m.Path.Value
+	out.Path = path
+	out.Method = m.Method
 	out.Headers = valueMatches(m.Headers)
 	out.QueryParams = valueMatches(m.QueryParams)
 	return out
 }
 
 func valueMatches(in []snapshot.ValueMatch) []*discoveryv1.ValueMatch {
-	var out []*discoveryv1.ValueMatch
-	for _, v := range in {
-		out = append(out, &discoveryv1.ValueMatch{Type: matchType(v.Type), Name: v.Name, Value: v.Value})
+	if len(in) == 0 {
+		return nil
+	}
+	msgs := make([]discoveryv1.ValueMatch, len(in))
+	out := make([]*discoveryv1.ValueMatch, len(in))
+	for i, v := range in {
+		m := &msgs[i]
+		m.Type, m.Name, m.Value = matchType(v.Type), v.Name, v.Value
+		out[i] = m
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +23,7 @@ type ClusterKey struct {
 
 // String returns "namespace/name:port".
 func (k ClusterKey) String() string {
-	return fmt.Sprintf("%s/%s:%d", k.Namespace, k.Name, k.Port)
+	return k.Namespace + "/" + k.Name + ":" + strconv.Itoa(int(k.Port))
 }
 
 // Compare orders cluster keys by namespace, name and port.

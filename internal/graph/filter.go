@@ -33,26 +33,27 @@ var redirectCodes = map[int]bool{301: true, 302: true, 303: true, 307: true, 308
 
 // validateFilters rejects unsupported filter types and combinations that cannot apply together.
 func validateFilters(i int, rule gwapiv1.HTTPRouteRule) *metav1.Condition {
-	prefix := fmt.Sprintf("Rule %d: ", i)
+	// The prefix is made only for a refusal: this runs for every rule at every build.
+	prefix := func() string { return fmt.Sprintf("Rule %d: ", i) }
 	seen := map[gwapiv1.HTTPRouteFilterType]bool{}
 	for _, f := range rule.Filters {
 		if !supportedFilters[f.Type] {
-			return ptr(conditions.NewRouteUnsupportedValue(prefix + fmt.Sprintf("filter %s is not supported", f.Type)))
+			return ptr(conditions.NewRouteUnsupportedValue(prefix() + fmt.Sprintf("filter %s is not supported", f.Type)))
 		}
 		if seen[f.Type] && f.Type != gwapiv1.HTTPRouteFilterRequestMirror {
-			return ptr(conditions.NewRouteIncompatibleFilters(prefix + fmt.Sprintf("filter %s is repeated", f.Type)))
+			return ptr(conditions.NewRouteIncompatibleFilters(prefix() + fmt.Sprintf("filter %s is repeated", f.Type)))
 		}
 		seen[f.Type] = true
 		if msg := validateFilter(f, rule.Matches); msg != "" {
-			return ptr(conditions.NewRouteUnsupportedValue(prefix + msg))
+			return ptr(conditions.NewRouteUnsupportedValue(prefix() + msg))
 		}
 	}
 	redirect := seen[gwapiv1.HTTPRouteFilterRequestRedirect]
 	if redirect && seen[gwapiv1.HTTPRouteFilterURLRewrite] {
-		return ptr(conditions.NewRouteIncompatibleFilters(prefix + "RequestRedirect and URLRewrite cannot be combined"))
+		return ptr(conditions.NewRouteIncompatibleFilters(prefix() + "RequestRedirect and URLRewrite cannot be combined"))
 	}
 	if redirect && len(rule.BackendRefs) > 0 {
-		return ptr(conditions.NewRouteIncompatibleFilters(prefix + "RequestRedirect cannot be combined with backendRefs"))
+		return ptr(conditions.NewRouteIncompatibleFilters(prefix() + "RequestRedirect cannot be combined with backendRefs"))
 	}
 	return nil
 }
@@ -102,22 +103,22 @@ func validateFilter(f gwapiv1.HTTPRouteFilter, matches []gwapiv1.HTTPRouteMatch)
 // ours that no user could read off the route. Refusing leaves room to define the combination
 // later without changing what an accepted route does.
 func validateBackendFilters(i, j int, rule gwapiv1.HTTPRouteRule) *metav1.Condition {
-	prefix := fmt.Sprintf("Rule %d: backendRef %d: ", i, j)
+	prefix := func() string { return fmt.Sprintf("Rule %d: backendRef %d: ", i, j) }
 	seen := map[gwapiv1.HTTPRouteFilterType]bool{}
 	for _, f := range rule.BackendRefs[j].Filters {
 		if !backendFilters[f.Type] {
-			return ptr(conditions.NewRouteUnsupportedValue(prefix + fmt.Sprintf("filter %s is not supported on a backendRef", f.Type)))
+			return ptr(conditions.NewRouteUnsupportedValue(prefix() + fmt.Sprintf("filter %s is not supported on a backendRef", f.Type)))
 		}
 		if seen[f.Type] {
-			return ptr(conditions.NewRouteIncompatibleFilters(prefix + fmt.Sprintf("filter %s is repeated", f.Type)))
+			return ptr(conditions.NewRouteIncompatibleFilters(prefix() + fmt.Sprintf("filter %s is repeated", f.Type)))
 		}
 		seen[f.Type] = true
 		if msg := validateFilter(f, rule.Matches); msg != "" {
-			return ptr(conditions.NewRouteUnsupportedValue(prefix + msg))
+			return ptr(conditions.NewRouteUnsupportedValue(prefix() + msg))
 		}
 	}
 	if seen[gwapiv1.HTTPRouteFilterURLRewrite] && hasFilter(rule.Filters, gwapiv1.HTTPRouteFilterURLRewrite) {
-		return ptr(conditions.NewRouteIncompatibleFilters(prefix + "URLRewrite cannot be combined with the rule's URLRewrite"))
+		return ptr(conditions.NewRouteIncompatibleFilters(prefix() + "URLRewrite cannot be combined with the rule's URLRewrite"))
 	}
 	return nil
 }

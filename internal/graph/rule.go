@@ -15,11 +15,16 @@ import (
 // buildRules validates every rule and resolves its references. The first unsupported value
 // makes the whole route invalid; the first unresolved reference sets its ResolvedRefs.
 func (b *builder) buildRules(r *HTTPRoute) {
+	rules := make([]Rule, len(r.Source.Spec.Rules)) // one allocation for the route's rules
+	if len(rules) > 0 {
+		r.Rules = make([]*Rule, 0, len(rules))
+	}
 	for i, src := range r.Source.Spec.Rules {
 		if r.invalid == nil {
 			r.invalid = validateRule(i, src)
 		}
-		rule := &Rule{Index: i, Matches: defaultMatches(src.Matches)}
+		rule := &rules[i]
+		rule.Index, rule.Matches = i, defaultMatches(src.Matches)
 		rule.Timeouts, _ = parseTimeouts(src.Timeouts)
 		rule.Retry, _ = parseRetry(src.Retry)
 		rule.Filters = b.resolveFilters(r, src.Filters)
@@ -28,7 +33,9 @@ func (b *builder) buildRules(r *HTTPRoute) {
 	}
 }
 
-// defaultMatches applies the CRD defaults: one match, and path PathPrefix "/".
+// defaultMatches applies the CRD defaults: one match, and path PathPrefix "/". A match whose
+// path the API server defaulted already (every stored object's) keeps its path; the result is
+// read only, as the source is.
 func defaultMatches(in []gwapiv1.HTTPRouteMatch) []gwapiv1.HTTPRouteMatch {
 	if len(in) == 0 {
 		in = []gwapiv1.HTTPRouteMatch{{}}
@@ -36,6 +43,9 @@ func defaultMatches(in []gwapiv1.HTTPRouteMatch) []gwapiv1.HTTPRouteMatch {
 	out := make([]gwapiv1.HTTPRouteMatch, len(in))
 	for i, m := range in {
 		out[i] = m
+		if m.Path != nil && m.Path.Type != nil && m.Path.Value != nil {
+			continue
+		}
 		path := gwapiv1.HTTPPathMatch{Type: ptr(gwapiv1.PathMatchPathPrefix), Value: ptr("/")}
 		if m.Path != nil {
 			if m.Path.Type != nil {

@@ -13,6 +13,8 @@ import (
 func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment, l *graph.Listener) []entry {
 	key := att.Route.ID()
 	created := att.Route.Source.CreationTimestamp.Time
+	// The attachment's routes in one allocation: they live and go together, with the route.
+	routes := make([]Route, attachmentEntries(att))
 	for _, rule := range att.Route.Rules {
 		action := sb.compileAction(rule, l)
 		prefix := key + "/" + strconv.Itoa(rule.Index) + "/"
@@ -21,17 +23,28 @@ func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment
 			name := prefix + strconv.Itoa(mi)
 			rank := grpcMatchRank(att.Route, rule.Index, mi)
 			for _, host := range att.Hostnames {
-				r := action
+				r := &routes[0]
+				routes = routes[1:]
+				*r = action
 				r.Name = name
 				r.Hostname = host.Hostname
 				r.Match = match
 				entries = append(entries, entry{
-					route: &r, origin: host.Route, created: created, routeKey: key, rule: rule.Index, match: mi, grpc: rank,
+					route: r, origin: host.Route, created: created, routeKey: key, rule: rule.Index, match: mi, grpc: rank,
 				})
 			}
 		}
 	}
 	return entries
+}
+
+// attachmentEntries returns the number of entries compileAttachment appends for att.
+func attachmentEntries(att *graph.Attachment) int {
+	n := 0
+	for _, rule := range att.Route.Rules {
+		n += len(rule.Matches)
+	}
+	return n * len(att.Hostnames)
 }
 
 // grpcMatchRank returns the precedence keys of match mi of rule ri of a GRPCRoute, nil for an

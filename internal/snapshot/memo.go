@@ -161,7 +161,8 @@ func (m *Memo) unchanged(prev *vhostMemo, l *graph.Listener) bool {
 func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listener) *vhostMemo {
 	cur := &vhostMemo{routes: make(map[string]bool, len(l.Routes))}
 	drop := map[string]bool{}
-	var entries []entry
+	var fresh []*graph.Attachment
+	n := 0
 	for _, att := range l.Routes {
 		key := att.Route.ID()
 		if cur.routes[key] {
@@ -171,8 +172,13 @@ func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listene
 		if prev != nil && !m.dirty[key] && prev.routes[key] {
 			continue
 		}
-		entries = sb.compileAttachment(entries, att, l)
+		fresh = append(fresh, att)
+		n += attachmentEntries(att)
 		drop[key] = true
+	}
+	entries := make([]entry, 0, n)
+	for _, att := range fresh {
+		entries = sb.compileAttachment(entries, att, l)
 	}
 	var kept []entry
 	if prev != nil {

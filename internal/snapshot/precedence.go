@@ -44,43 +44,69 @@ type grpcRank struct{ service, method int }
 // the spec's GRPCRoute keys: the most characters in the service, then in the method, then the
 // most header matches.
 func comparePrecedence(a, b entry) int {
-	ma, mb := &a.route.Match, &b.route.Match
-	if c := cmp.Or(
-		cmp.Compare(exactHostLen(b.route.Hostname), exactHostLen(a.route.Hostname)),
-		cmp.Compare(len(b.route.Hostname), len(a.route.Hostname)),
-		cmp.Compare(exactHostLen(b.origin), exactHostLen(a.origin)),
-		cmp.Compare(len(b.origin), len(a.origin)),
-		cmp.Compare(boolRank(a.grpc != nil), boolRank(b.grpc != nil)),
-	); c != 0 {
+	// Each key is compared only when the ones before it tie: this runs O(n log n) times per
+	// virtual host, and cmp.Or would evaluate every key, the tie-breaks' string comparisons
+	// included, on every call.
+	if c := cmp.Compare(exactHostLen(b.route.Hostname), exactHostLen(a.route.Hostname)); c != 0 {
 		return c
 	}
-	if a.grpc != nil {
-		return cmp.Or(
-			cmp.Compare(b.grpc.service, a.grpc.service),
-			cmp.Compare(b.grpc.method, a.grpc.method),
-			cmp.Compare(len(mb.Headers), len(ma.Headers)),
-			compareOrigin(a, b),
-		)
+	if c := cmp.Compare(len(b.route.Hostname), len(a.route.Hostname)); c != 0 {
+		return c
 	}
-	return cmp.Or(
-		cmp.Compare(pathRank(mb.Path.Type), pathRank(ma.Path.Type)),
-		cmp.Compare(len(mb.Path.Value), len(ma.Path.Value)),
-		cmp.Compare(boolRank(mb.Method != ""), boolRank(ma.Method != "")),
-		cmp.Compare(len(mb.Headers), len(ma.Headers)),
-		cmp.Compare(len(mb.QueryParams), len(ma.QueryParams)),
-		compareOrigin(a, b),
-	)
+	if c := cmp.Compare(exactHostLen(b.origin), exactHostLen(a.origin)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(len(b.origin), len(a.origin)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(boolRank(a.grpc != nil), boolRank(b.grpc != nil)); c != 0 {
+		return c
+	}
+	ma, mb := &a.route.Match, &b.route.Match
+	if a.grpc != nil {
+		if c := cmp.Compare(b.grpc.service, a.grpc.service); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.grpc.method, a.grpc.method); c != 0 {
+			return c
+		}
+	} else {
+		if c := cmp.Compare(pathRank(mb.Path.Type), pathRank(ma.Path.Type)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(len(mb.Path.Value), len(ma.Path.Value)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(boolRank(mb.Method != ""), boolRank(ma.Method != "")); c != 0 {
+			return c
+		}
+	}
+	if c := cmp.Compare(len(mb.Headers), len(ma.Headers)); c != 0 {
+		return c
+	}
+	if a.grpc == nil {
+		if c := cmp.Compare(len(mb.QueryParams), len(ma.QueryParams)); c != 0 {
+			return c
+		}
+	}
+	return compareOrigin(&a, &b)
 }
 
 // compareOrigin breaks ties: the oldest route, the first by name, its first rule and match.
-func compareOrigin(a, b entry) int {
-	return cmp.Or(
-		a.created.Compare(b.created),
-		strings.Compare(a.routeKey, b.routeKey),
-		cmp.Compare(a.rule, b.rule),
-		cmp.Compare(a.match, b.match),
-		strings.Compare(a.route.Hostname, b.route.Hostname),
-	)
+func compareOrigin(a, b *entry) int {
+	if c := a.created.Compare(b.created); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.routeKey, b.routeKey); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.rule, b.rule); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.match, b.match); c != 0 {
+		return c
+	}
+	return strings.Compare(a.route.Hostname, b.route.Hostname)
 }
 
 func exactHostLen(h string) int {
