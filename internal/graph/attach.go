@@ -42,7 +42,7 @@ func (b *builder) attach(r *HTTPRoute, p *Parent) []listenerAttachment {
 		var out []listenerAttachment
 		for i, l := range p.listeners() {
 			if both, ok := attachments[l]; ok {
-				l.addRoute(r, both)
+				l.addRoute(r, both, nil)
 				out = append(out, listenerAttachment{index: i, hostnames: both})
 			}
 		}
@@ -107,11 +107,16 @@ func routeHostnames(r *HTTPRoute) []string {
 }
 
 // addRoute attaches a route; a route reaching the listener through two parentRefs counts once.
-func (l *Listener) addRoute(r *HTTPRoute, hostnames []AttachedHostname) {
+// a, when not nil, is where the attachment is kept.
+func (l *Listener) addRoute(r *HTTPRoute, hostnames []AttachedHostname, a *Attachment) {
 	if n := len(l.Routes); n > 0 && l.Routes[n-1].Route == r {
 		return
 	}
-	l.Routes = append(l.Routes, &Attachment{Route: r, Hostnames: hostnames})
+	if a == nil {
+		a = &Attachment{}
+	}
+	a.Route, a.Hostnames = r, hostnames
+	l.Routes = append(l.Routes, a)
 }
 
 // AttachedRoutes is the listener status attachedRoutes count.

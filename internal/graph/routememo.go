@@ -160,14 +160,22 @@ func (b *builder) memoOf(key types.NamespacedName) (*memoRoute, bool) {
 // replayParents rebuilds a route's parents from the memo and attaches it to the listeners it
 // attached to before; false, with nothing done, when the memo holds no parents of this
 // generation.
-func (b *builder) replayParents(r *HTTPRoute, mr *memoRoute) bool {
+func (b *builder) replayParents(r *HTTPRoute, mr *memoRoute, blk *routeBlock) bool {
 	if mr == nil || !mr.hasParents || mr.parentsGen != b.opts.Routes.parentsGen {
 		return false
 	}
-	parents := make([]*Parent, 0, len(mr.parents))
+	one := len(mr.parents) == 1
+	parents := blk.parents[:0]
+	if !one {
+		parents = make([]*Parent, 0, len(mr.parents))
+	}
 	for i := range mr.parents {
 		mp := &mr.parents[i]
-		p := &Parent{Ref: mp.ref, Accepted: mp.accepted, Conditions: mp.conditions}
+		p := &blk.parent
+		if !one {
+			p = &Parent{}
+		}
+		*p = Parent{Ref: mp.ref, Accepted: mp.accepted, Conditions: mp.conditions}
 		if mp.set {
 			ls, ok := b.listenerSets[mp.gateway]
 			if !ok {
@@ -180,10 +188,12 @@ func (b *builder) replayParents(r *HTTPRoute, mr *memoRoute) bool {
 		parents = append(parents, p)
 	}
 	r.Parents = parents
+	att := &blk.att
 	for i, p := range parents {
 		listeners := p.listeners()
 		for _, a := range mr.parents[i].attached {
-			listeners[a.index].addRoute(r, a.hostnames)
+			listeners[a.index].addRoute(r, a.hostnames, att)
+			att = nil
 		}
 	}
 	return true

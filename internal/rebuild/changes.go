@@ -204,10 +204,18 @@ func changed[T any, P interface {
 	metav1.Object
 }](prev, next map[types.NamespacedName]P) []types.NamespacedName {
 	var out []types.NamespacedName
+	found := 0
 	for key, n := range next {
-		if p, ok := prev[key]; !ok || !sameObject(metav1.Object(p), metav1.Object(n)) {
+		p, ok := prev[key]
+		if ok {
+			found++
+		}
+		if !ok || !sameObject(metav1.Object(p), metav1.Object(n)) {
 			out = append(out, key)
 		}
+	}
+	if found == len(prev) {
+		return out // every key of prev is in next: none was deleted
 	}
 	for key := range prev {
 		if _, ok := next[key]; !ok {
