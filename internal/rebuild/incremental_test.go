@@ -429,6 +429,15 @@ func TestIncrementalRebuildsEqualRebuildsFromScratch(t *testing.T) {
 			var events []string
 			for step := range 250 {
 				events = append(events, w.step())
+				if step%20 == 19 {
+					// A burst of route edits in one rebuild: more routes marked than the compile
+					// memo compares one by one.
+					for range 14 {
+						r := w.route()
+						w.cs.HTTPRoutes[state.Key(r)] = r
+						events = append(events, "upsert route "+state.Key(r).String())
+					}
+				}
 				var cs *state.ClusterState
 				if step%2 == 0 {
 					cs = reload(w.cs) // as Load gives it: every object behind a new pointer

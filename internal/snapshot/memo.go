@@ -47,6 +47,8 @@ type countedClusters struct {
 }
 
 type memoNext struct {
+	// dirtyKeys lists the routes marked changed when they are few (see isDirty).
+	dirtyKeys []string
 	vhosts    map[string]*vhostMemo
 	dups      map[string]bool
 	listeners map[string]*Listener
@@ -57,9 +59,13 @@ type memoNext struct {
 // vhostMemo is one compiled virtual host with its routes' entries in precedence order, the
 // routes attached and the clusters their entries use, each with the number of uses.
 type vhostMemo struct {
-	vh       *VirtualHost
-	entries  []entry
-	routes   map[string]bool
+	vh      *VirtualHost
+	entries []entry
+	// keys are the IDs of the routes attached, sorted, but for the GRPCRoutes, of which grpc
+	// counts those attached: GRPCRoutes are compiled again whenever the virtual host is, as an
+	// HTTPRoute's change may make one win or lose a hostname (see graph's kind conflicts).
+	keys     []string
+	grpc     int
 	clusters map[string]int
 	// clustersID numbers clusters (see Memo.clustersIDs).
 	clustersID uint64
@@ -93,8 +99,14 @@ func (m *Memo) begin() {
 			clusters:  make(map[string]*Cluster, len(m.clusters)),
 			secrets:   make(map[string]*Secret, len(m.secrets)),
 		}
+		if len(m.dirty) <= maxDirtyCompared {
+			m.next.dirtyKeys = slices.Collect(maps.Keys(m.dirty))
+		}
 	}
 }
+
+// maxDirtyCompared is the most marked routes isDirty compares a key with one by one.
+const maxDirtyCompared = 8
 
 // finish makes this compile's results the memo, dropping what it no longer produced.
 func (m *Memo) finish(*scopeBuilder) {
@@ -130,7 +142,7 @@ func (m *Memo) virtualHost(sb *scopeBuilder, vh *VirtualHost, l *graph.Listener)
 	sb.noteClientCertificates(cur.clusters)
 	if cur.vh == nil || !sameVirtualHost(cur.vh, vh) {
 		if cur == prev {
-			cur = &vhostMemo{entries: prev.entries, routes: prev.routes, clusters: prev.clusters, clustersID: prev.clustersID}
+			cur = &vhostMemo{entries: prev.entries, keys: prev.keys, grpc: prev.grpc, clusters: prev.clusters, clustersID: prev.clustersID}
 		}
 		vh.Routes = routesOf(cur.entries)
 		cur.vh = vh
@@ -144,11 +156,21 @@ func (m *Memo) virtualHost(sb *scopeBuilder, vh *VirtualHost, l *graph.Listener)
 // without being marked is impossible (attachment depends on the route, which would be marked,
 // and on the Gateway, whose change drops the whole memo), so counting is enough.
 func (m *Memo) unchanged(prev *vhostMemo, l *graph.Listener) bool {
-	if len(l.Routes) != len(prev.routes) {
+	if len(l.Routes) != len(prev.keys)+prev.grpc {
 		return false
 	}
+	if len(m.dirty) == 0 {
+		return true
+	}
 	for key := range m.dirty {
-		if prev.routes[key] {
+		if _, found := slices.BinarySearch(prev.keys, key); found {
+			return false
+		}
+	}
+	// A marked route that attaches now and did not before, while a GRPCRoute it conflicts with
+	// left, keeps the count.
+	for _, att := range l.Routes {
+		if m.isDirty(att.Route.ID()) {
 			return false
 		}
 	}
@@ -158,59 +180,127 @@ func (m *Memo) unchanged(prev *vhostMemo, l *graph.Listener) bool {
 // compileRoutes compiles the attachments of l that prev does not hold, or holds for a route
 // marked changed, and merges them with the entries of the others. It returns nil when a route
 // attaches twice.
+//
+// With prev, the work grows with the virtual host's routes only by walks that neither hash nor
+// allocate per route (see isDirty): the attachments of the marked routes are compiled, placed
+// among the kept entries by binary search, and the marked routes' old entries left out.
 func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listener) *vhostMemo {
-	cur := &vhostMemo{routes: make(map[string]bool, len(l.Routes))}
-	drop := map[string]bool{}
+	if prev == nil {
+		return m.compileAll(sb, l)
+	}
 	var fresh []*graph.Attachment
-	n := 0
+	var freshKeys []string
+	n, grpc := 0, 0
 	for _, att := range l.Routes {
-		key := att.Route.ID()
-		if cur.routes[key] {
-			return nil // not expected: a route attaches once per listener
-		}
-		cur.routes[key] = true
-		if prev != nil && !m.dirty[key] && prev.routes[key] {
+		// An HTTPRoute that is not marked is one prev holds: attaching depends on the route,
+		// which would be marked, on the Gateway, whose change drops the whole memo, and on
+		// GRPCRoutes, which an HTTPRoute never loses a hostname to but by its own change or
+		// theirs (which drops the memo too). The count of keys below checks it.
+		switch key := att.Route.ID(); {
+		case att.Route.GRPC != nil:
+			grpc++
+		case m.isDirty(key):
+			freshKeys = append(freshKeys, key)
+		default:
 			continue
 		}
 		fresh = append(fresh, att)
 		n += attachmentEntries(att)
-		drop[key] = true
+	}
+	slices.Sort(freshKeys)
+	if hasDuplicate(freshKeys) {
+		return nil // not expected: a route attaches once per listener
+	}
+	keys := make([]string, 0, len(prev.keys)+len(freshKeys))
+	for _, k := range prev.keys {
+		if !m.isDirty(k) {
+			keys = append(keys, k)
+		}
+	}
+	keys = mergeSorted(keys, freshKeys)
+	if len(keys)+grpc != len(l.Routes) {
+		return m.compileAll(sb, l) // a route came or went unmarked (not expected)
 	}
 	entries := make([]entry, 0, n)
 	for _, att := range fresh {
 		entries = sb.compileAttachment(entries, att, l)
 	}
-	var kept []entry
-	if prev != nil {
-		for key := range m.dirty {
-			if prev.routes[key] {
-				drop[key] = true
-			}
-		}
-		kept = make([]entry, 0, len(prev.entries))
-		cur.clusters = maps.Clone(prev.clusters)
-		for _, e := range prev.entries {
-			if !drop[e.routeKey] {
-				kept = append(kept, e)
-				continue
-			}
-			clustersOf(e, func(c string) {
-				if cur.clusters[c]--; cur.clusters[c] == 0 {
-					delete(cur.clusters, c)
-				}
-			})
-		}
-	}
-	if cur.clusters == nil {
-		cur.clusters = map[string]int{}
-	}
+	cur := &vhostMemo{keys: keys, grpc: grpc, clusters: maps.Clone(prev.clusters)}
 	for _, e := range entries {
 		clustersOf(e, func(c string) { cur.clusters[c]++ })
 	}
-	cur.entries = mergeEntries(kept, entries)
+	slices.SortFunc(entries, comparePrecedence)
+	cur.entries = mergeKept(prev.entries, entries, func(e *entry) bool { return e.grpc != nil || m.isDirty(e.routeKey) }, func(e entry) {
+		clustersOf(e, func(c string) {
+			if cur.clusters[c]--; cur.clusters[c] == 0 {
+				delete(cur.clusters, c)
+			}
+		})
+	})
 	m.clustersIDs++
 	cur.clustersID = m.clustersIDs
 	return cur
+}
+
+// compileAll compiles every attachment of l. It returns nil when a route attaches twice.
+func (m *Memo) compileAll(sb *scopeBuilder, l *graph.Listener) *vhostMemo {
+	keys := make([]string, 0, len(l.Routes))
+	n, grpc := 0, 0
+	for _, att := range l.Routes {
+		if att.Route.GRPC != nil {
+			grpc++ // counted apart (see vhostMemo.keys)
+		} else {
+			keys = append(keys, att.Route.ID())
+		}
+		n += attachmentEntries(att)
+	}
+	if !slices.IsSorted(keys) {
+		slices.Sort(keys)
+	}
+	if hasDuplicate(keys) {
+		return nil // not expected: a route attaches once per listener
+	}
+	entries := make([]entry, 0, n)
+	for _, att := range l.Routes {
+		entries = sb.compileAttachment(entries, att, l)
+	}
+	slices.SortFunc(entries, comparePrecedence)
+	cur := &vhostMemo{keys: keys, grpc: grpc, entries: entries, clusters: map[string]int{}}
+	for _, e := range entries {
+		clustersOf(e, func(c string) { cur.clusters[c]++ })
+	}
+	m.clustersIDs++
+	cur.clustersID = m.clustersIDs
+	return cur
+}
+
+// isDirty reports whether the route of ID key is marked changed. With few marked, as after an
+// edit, it compares key with each of them rather than hashing it: it runs for every route and
+// entry of a changed virtual host.
+func (m *Memo) isDirty(key string) bool {
+	if len(m.dirty) > len(m.next.dirtyKeys) {
+		return m.dirty[key]
+	}
+	return slices.Contains(m.next.dirtyKeys, key)
+}
+
+// hasDuplicate reports whether sorted holds a value twice.
+func hasDuplicate(sorted []string) bool {
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeSorted merges two sorted slices into a, which has room for b.
+func mergeSorted(a, b []string) []string {
+	for _, k := range b {
+		i, _ := slices.BinarySearch(a, k)
+		a = slices.Insert(a, i, k)
+	}
+	return a
 }
 
 // count makes scopeClusters count the clusters of cur for the virtual host key instead of
@@ -282,29 +372,30 @@ func (m *Memo) uncached(sb *scopeBuilder, vh *VirtualHost, l *graph.Listener, ke
 	return vh
 }
 
-// mergeEntries sorts fresh and merges it into sorted: comparePrecedence is a total order, so
-// the result is the order a full sort gives.
-func mergeEntries(sorted, fresh []entry) []entry {
-	slices.SortFunc(fresh, comparePrecedence)
-	if len(fresh) == 0 {
-		return sorted
-	}
-	if len(sorted) == 0 {
-		return fresh
-	}
-	out := make([]entry, 0, len(sorted)+len(fresh))
-	i, j := 0, 0
-	for i < len(sorted) && j < len(fresh) {
-		if comparePrecedence(fresh[j], sorted[i]) < 0 {
-			out = append(out, fresh[j])
-			j++
-		} else {
-			out = append(out, sorted[i])
-			i++
+// mergeKept returns the entries of prev (sorted) that drop does not leave out, handed to
+// onDrop otherwise, merged with fresh (sorted): comparePrecedence is a total order, so the
+// result is the order a full sort gives. Each fresh entry's place among prev's (the left-out
+// ones too) is found by binary search, so a change of a few routes compares O(log n) times,
+// not O(n).
+func mergeKept(prev, fresh []entry, drop func(*entry) bool, onDrop func(entry)) []entry {
+	out := make([]entry, 0, len(prev)+len(fresh))
+	keep := func(seg []entry) {
+		for i := range seg {
+			if drop(&seg[i]) {
+				onDrop(seg[i])
+				continue
+			}
+			out = append(out, seg[i])
 		}
 	}
-	out = append(out, sorted[i:]...)
-	return append(out, fresh[j:]...)
+	for _, e := range fresh {
+		i, _ := slices.BinarySearchFunc(prev, e, comparePrecedence)
+		keep(prev[:i])
+		out = append(out, e)
+		prev = prev[i:]
+	}
+	keep(prev)
+	return out
 }
 
 func sameVirtualHost(a, b *VirtualHost) bool {

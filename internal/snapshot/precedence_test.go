@@ -1,6 +1,10 @@
 package snapshot
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,5 +99,57 @@ func TestComparePrecedence(t *testing.T) {
 				t.Errorf("comparePrecedence(second, first) = %d, want > 0", got)
 			}
 		})
+	}
+}
+
+// Tests that mergeKept gives the order a full sort gives, for random entries split at random
+// between kept, left out and fresh ones, none to all of them fresh, and hands every left-out one
+// to onDrop.
+func TestMergeKeptGivesTheOrderOfAFullSort(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 11))
+	hosts := []string{"", "a.example.com", "b.example.com", "*.example.com", "ab.example.com"}
+	types := []string{MatchExact, MatchPathPrefix, MatchRegularExpression}
+	for round := range 500 {
+		n := rng.IntN(40)
+		all := make([]entry, n)
+		for i := range all {
+			all[i] = entry{
+				route:    &Route{Hostname: hosts[rng.IntN(len(hosts))], Match: Match{Path: PathMatch{Type: types[rng.IntN(len(types))], Value: strings.Repeat("/x", rng.IntN(4))}}},
+				created:  time.Unix(int64(rng.IntN(3)), 0),
+				routeKey: fmt.Sprintf("ns/r%d", i), // distinct, so the order is total
+			}
+		}
+		var prev, fresh, want []entry
+		dropped := map[string]bool{}
+		for _, e := range all {
+			switch rng.IntN(5) {
+			case 0:
+				fresh = append(fresh, e)
+				want = append(want, e)
+			case 1:
+				prev = append(prev, e)
+				dropped[e.routeKey] = true
+			default:
+				prev = append(prev, e)
+				want = append(want, e)
+			}
+		}
+		slices.SortFunc(prev, comparePrecedence)
+		slices.SortFunc(fresh, comparePrecedence)
+		slices.SortFunc(want, comparePrecedence)
+		handed := 0
+		got := mergeKept(prev, fresh, func(e *entry) bool { return dropped[e.routeKey] }, func(e entry) {
+			if !dropped[e.routeKey] {
+				t.Errorf("round %d: %s handed to onDrop, not left out", round, e.routeKey)
+			}
+			handed++
+		})
+		if !slices.EqualFunc(got, want, func(a, b entry) bool { return a.routeKey == b.routeKey }) {
+			t.Fatalf("round %d: mergeKept of %d previous entries (%d left out) and %d fresh differs from a full sort", round, len(prev), len(dropped), len(fresh))
+		}
+		if handed != len(dropped) {
+			t.Fatalf("round %d: %d entries handed to onDrop, want %d", round, handed, len(dropped))
+		}
 	}
 }
