@@ -32,32 +32,13 @@ type groupID struct{ virtualHost, hostname string }
 // routeGroups returns the route sets of a listener in key order: the routes of each virtual
 // host grouped by hostname, each group in the virtual host's order.
 func routeGroups(l *snapshot.Listener) []*routeGroup {
-	out := groupRoutes(l)
-	for _, g := range out {
-		g.key = routeset.Key(l.Name, g.virtualHost, g.hostname)
-	}
-	slices.SortFunc(out, func(a, b *routeGroup) int { return strings.Compare(a.key, b.key) })
-	return out
-}
-
-// groupRoutes returns the route groups of a listener without their keys, in no useful order.
-func groupRoutes(l *snapshot.Listener) []*routeGroup {
 	var out []*routeGroup
 	for _, vh := range l.VirtualHosts {
-		var byHost map[string]*routeGroup
-		for _, r := range vh.Routes {
-			g := byHost[r.Hostname]
-			if g == nil {
-				if byHost == nil {
-					byHost = map[string]*routeGroup{}
-				}
-				g = &routeGroup{groupID: groupID{vh.Name, r.Hostname}}
-				byHost[r.Hostname] = g
-				out = append(out, g)
-			}
-			g.routes = append(g.routes, r)
+		for _, h := range vh.Hosts() {
+			out = append(out, &routeGroup{groupID: groupID{vh.Name, h.Hostname}, key: routeset.Key(l.Name, vh.Name, h.Hostname), routes: h.Routes})
 		}
 	}
+	slices.SortFunc(out, func(a, b *routeGroup) int { return strings.Compare(a.key, b.key) })
 	return out
 }
 

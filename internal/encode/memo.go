@@ -36,12 +36,16 @@ type listenerEncoding struct {
 	head    *discoveryv1.Listener
 	headRes *discoveryv1.Resource
 	sets    []*setEncoding
-	setByID map[groupID]*setEncoding
+	// vhosts holds each virtual host's sets in the order of its Hosts (hostname order).
+	vhosts map[string][]*setEncoding
 }
 
 // setEncoding is one route set: the IR routes it encodes, their wire form and its resource.
 type setEncoding struct {
-	id     groupID
+	id groupID
+	// group is the IR value encoded: a compile with a memo hands back the same one while its
+	// routes stay the same.
+	group  *snapshot.HostRoutes
 	key    string
 	routes []*snapshot.Route
 	wire   []*discoveryv1.Route
@@ -115,14 +119,16 @@ func (m *Memo) Snapshot(s *snapshot.Snapshot) (*Encoded, error) {
 
 // listener returns the encoding of l and how many of its resources the previous encoding made:
 // all of them when l is the IR value encoded last; otherwise the head when it encodes alike, and
-// each route set whose routes are the very routes of the set of that key before. A changed set
-// takes the wire form of its routes from the set before.
+// each route set whose group is the one encoded before, or whose routes are the very routes of
+// the set of that virtual host and hostname before. A changed set takes the wire form of its
+// routes from the set before. Each virtual host's groups and sets are both in hostname order,
+// so they are matched by one walk over both, without a lookup per set.
 func (m *Memo) listener(l *snapshot.Listener) (*listenerEncoding, int, error) {
 	old := m.listeners[l.Name]
 	if old != nil && old.ir == l {
 		return old, 1 + len(old.sets), nil
 	}
-	out := &listenerEncoding{ir: l, head: listenerHead(l)}
+	out := &listenerEncoding{ir: l, head: listenerHead(l), vhosts: make(map[string][]*setEncoding, len(l.VirtualHosts))}
 	reused := 0
 	if old != nil && proto.Equal(old.head, out.head) {
 		out.headRes = old.headRes
@@ -134,49 +140,73 @@ func (m *Memo) listener(l *snapshot.Listener) (*listenerEncoding, int, error) {
 		}
 		out.headRes = r
 	}
-	groups := groupRoutes(l)
-	out.setByID = make(map[groupID]*setEncoding, len(groups))
-	var fresh []*setEncoding
-	for _, g := range groups {
-		var prev *setEncoding
+	byVirtualHost := make([][]*setEncoding, 0, len(l.VirtualHosts))
+	for _, vh := range l.VirtualHosts {
+		var before []*setEncoding
 		if old != nil {
-			prev = old.setByID[g.groupID]
+			before = old.vhosts[vh.Name]
 		}
-		if prev != nil {
-			g.key = prev.key
-		} else {
-			g.key = routeset.Key(l.Name, g.virtualHost, g.hostname)
-		}
-		se, err := encodeSet(l, g, prev)
-		if err != nil {
-			return nil, 0, err
-		}
-		if se == prev {
-			reused++
-		}
-		if prev == nil {
-			fresh = append(fresh, se)
-		}
-		out.setByID[g.groupID] = se
-	}
-	// In key order: the sets the listener had, in their order, merged with the new ones.
-	byKey := func(a, b *setEncoding) int { return strings.Compare(a.key, b.key) }
-	slices.SortFunc(fresh, byKey)
-	out.sets = make([]*setEncoding, 0, len(groups))
-	if old != nil {
-		for _, se := range old.sets {
-			cur := out.setByID[se.id]
-			if cur == nil {
+		hosts := vh.Hosts()
+		sets := make([]*setEncoding, 0, len(hosts))
+		for _, h := range hosts {
+			for len(before) > 0 && before[0].id.hostname < h.Hostname {
+				before = before[1:]
+			}
+			var prev *setEncoding
+			if len(before) > 0 && before[0].id.hostname == h.Hostname {
+				prev, before = before[0], before[1:]
+			}
+			if prev != nil && prev.group == h {
+				sets = append(sets, prev)
+				reused++
 				continue
 			}
-			for len(fresh) > 0 && byKey(fresh[0], cur) < 0 {
-				out.sets, fresh = append(out.sets, fresh[0]), fresh[1:]
+			g := &routeGroup{groupID: groupID{vh.Name, h.Hostname}, routes: h.Routes}
+			if prev != nil {
+				g.key = prev.key
+			} else {
+				g.key = routeset.Key(l.Name, vh.Name, h.Hostname)
 			}
-			out.sets = append(out.sets, cur)
+			se, err := encodeSet(l, g, prev)
+			if err != nil {
+				return nil, 0, err
+			}
+			if se == prev {
+				reused++
+				cp := *prev // the same resource, kept under the new group
+				se = &cp
+			}
+			se.group = h
+			sets = append(sets, se)
 		}
+		out.vhosts[vh.Name] = sets
+		byVirtualHost = append(byVirtualHost, sets)
 	}
-	out.sets = append(out.sets, fresh...)
+	out.sets = mergeByKey(byVirtualHost)
 	return out, reused, nil
+}
+
+// mergeByKey merges lists of sets, each in key order, into one in key order.
+func mergeByKey(lists [][]*setEncoding) []*setEncoding {
+	if len(lists) == 1 {
+		return lists[0]
+	}
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make([]*setEncoding, 0, n)
+	for len(out) < n {
+		best := -1
+		for i, l := range lists {
+			if len(l) > 0 && (best < 0 || l[0].key < lists[best][0].key) {
+				best = i
+			}
+		}
+		out = append(out, lists[best][0])
+		lists[best] = lists[best][1:]
+	}
+	return out
 }
 
 // encodeSet returns prev when it encodes the group's very routes, else a new encoding that takes

@@ -176,6 +176,7 @@ func (sb *scopeBuilder) compileVirtualHost(l *graph.Listener) *VirtualHost {
 	}
 	slices.SortFunc(entries, comparePrecedence)
 	vh.Routes = routesOf(entries)
+	vh.hosts = groupHosts(vh.Routes)
 	return vh
 }
 

@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -80,6 +82,99 @@ type VirtualHost struct {
 	// Routes are in precedence order: the first route whose hostname and match fit the request
 	// handles it; when none fits the answer is 404.
 	Routes []*Route `json:"routes,omitempty"`
+	// hosts groups Routes by hostname (see Hosts).
+	hosts []*HostRoutes
+}
+
+// HostRoutes are the routes of a virtual host for one route hostname, in the virtual host's
+// order: what one route set carries. A compile with a Memo hands back the very same value while
+// the group's routes stay the same.
+type HostRoutes struct {
+	Hostname string
+	Routes   []*Route
+}
+
+// Hosts returns the virtual host's routes grouped by hostname, in hostname byte order. The
+// virtual hosts a compile makes hold them; for any other (one decoded from JSON) they are
+// grouped at each call.
+func (vh *VirtualHost) Hosts() []*HostRoutes {
+	if vh.hosts == nil && len(vh.Routes) > 0 {
+		return groupHosts(vh.Routes)
+	}
+	return vh.hosts
+}
+
+// groupHosts groups routes by hostname, each group in the order of routes, the groups in
+// hostname byte order.
+func groupHosts(routes []*Route) []*HostRoutes {
+	var out []*HostRoutes
+	byHost := map[string]*HostRoutes{}
+	for _, r := range routes {
+		g := byHost[r.Hostname]
+		if g == nil {
+			g = &HostRoutes{Hostname: r.Hostname}
+			byHost[r.Hostname] = g
+			out = append(out, g)
+		}
+		g.Routes = append(g.Routes, r)
+	}
+	slices.SortFunc(out, func(a, b *HostRoutes) int { return strings.Compare(a.Hostname, b.Hostname) })
+	return out
+}
+
+// regroupHosts returns prev, the groups of a virtual host before a change, with the groups of
+// the hostnames in changed (sorted, distinct) made again from entries, the virtual host's
+// entries after it: those groups new, emptied ones gone, every other the very same value. It
+// walks entries once, comparing hostnames with changed one by one when few.
+func regroupHosts(prev []*HostRoutes, entries []entry, changed []string) []*HostRoutes {
+	fresh := make([]*HostRoutes, len(changed))
+	for i, h := range changed {
+		fresh[i] = &HostRoutes{Hostname: h}
+	}
+	var index map[string]int
+	if len(changed) > maxDirtyCompared {
+		index = make(map[string]int, len(changed))
+		for i, h := range changed {
+			index[h] = i
+		}
+	}
+	for _, e := range entries {
+		h := e.route.Hostname
+		i := -1
+		if index != nil {
+			if j, ok := index[h]; ok {
+				i = j
+			}
+		} else {
+			i = slices.Index(changed, h)
+		}
+		if i >= 0 {
+			fresh[i].Routes = append(fresh[i].Routes, e.route)
+		}
+	}
+	out := make([]*HostRoutes, 0, len(prev)+len(changed))
+	add := func(f *HostRoutes) {
+		if len(f.Routes) > 0 {
+			out = append(out, f)
+		}
+	}
+	i := 0
+	for _, g := range prev {
+		for i < len(fresh) && fresh[i].Hostname < g.Hostname {
+			add(fresh[i])
+			i++
+		}
+		if i < len(fresh) && fresh[i].Hostname == g.Hostname {
+			add(fresh[i]) // made again, or gone when emptied
+			i++
+			continue
+		}
+		out = append(out, g)
+	}
+	for _, f := range fresh[i:] {
+		add(f)
+	}
+	return out
 }
 
 // Secret is a TLS certificate chain and private key from a kubernetes.io/tls Secret.

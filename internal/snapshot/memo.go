@@ -64,8 +64,10 @@ type vhostMemo struct {
 	// keys are the IDs of the routes attached, sorted, but for the GRPCRoutes, of which grpc
 	// counts those attached: GRPCRoutes are compiled again whenever the virtual host is, as an
 	// HTTPRoute's change may make one win or lose a hostname (see graph's kind conflicts).
-	keys     []string
-	grpc     int
+	keys []string
+	grpc int
+	// hosts groups the entries' routes by hostname (VirtualHost.Hosts).
+	hosts    []*HostRoutes
 	clusters map[string]int
 	// clustersID numbers clusters (see Memo.clustersIDs).
 	clustersID uint64
@@ -142,9 +144,9 @@ func (m *Memo) virtualHost(sb *scopeBuilder, vh *VirtualHost, l *graph.Listener)
 	sb.noteClientCertificates(cur.clusters)
 	if cur.vh == nil || !sameVirtualHost(cur.vh, vh) {
 		if cur == prev {
-			cur = &vhostMemo{entries: prev.entries, keys: prev.keys, grpc: prev.grpc, clusters: prev.clusters, clustersID: prev.clustersID}
+			cur = &vhostMemo{entries: prev.entries, keys: prev.keys, grpc: prev.grpc, hosts: prev.hosts, clusters: prev.clusters, clustersID: prev.clustersID}
 		}
-		vh.Routes = routesOf(cur.entries)
+		vh.Routes, vh.hosts = routesOf(cur.entries), cur.hosts
 		cur.vh = vh
 	}
 	m.next.vhosts[key] = cur
@@ -230,13 +232,20 @@ func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listene
 		clustersOf(e, func(c string) { cur.clusters[c]++ })
 	}
 	slices.SortFunc(entries, comparePrecedence)
+	hosts := make([]string, 0, len(entries))
+	for _, e := range entries {
+		hosts = append(hosts, e.route.Hostname)
+	}
 	cur.entries = mergeKept(prev.entries, entries, func(e *entry) bool { return e.grpc != nil || m.isDirty(e.routeKey) }, func(e entry) {
+		hosts = append(hosts, e.route.Hostname)
 		clustersOf(e, func(c string) {
 			if cur.clusters[c]--; cur.clusters[c] == 0 {
 				delete(cur.clusters, c)
 			}
 		})
 	})
+	slices.Sort(hosts)
+	cur.hosts = regroupHosts(prev.hosts, cur.entries, slices.Compact(hosts))
 	m.clustersIDs++
 	cur.clustersID = m.clustersIDs
 	return cur
@@ -265,7 +274,7 @@ func (m *Memo) compileAll(sb *scopeBuilder, l *graph.Listener) *vhostMemo {
 		entries = sb.compileAttachment(entries, att, l)
 	}
 	slices.SortFunc(entries, comparePrecedence)
-	cur := &vhostMemo{keys: keys, grpc: grpc, entries: entries, clusters: map[string]int{}}
+	cur := &vhostMemo{keys: keys, grpc: grpc, entries: entries, hosts: groupHosts(routesOf(entries)), clusters: map[string]int{}}
 	for _, e := range entries {
 		clustersOf(e, func(c string) { cur.clusters[c]++ })
 	}
@@ -368,6 +377,7 @@ func (m *Memo) uncached(sb *scopeBuilder, vh *VirtualHost, l *graph.Listener, ke
 	}
 	slices.SortFunc(entries, comparePrecedence)
 	vh.Routes = routesOf(entries)
+	vh.hosts = groupHosts(vh.Routes)
 	delete(m.next.vhosts, key)
 	return vh
 }
