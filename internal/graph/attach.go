@@ -15,13 +15,13 @@ import (
 func (b *builder) attach(r *HTTPRoute, p *Parent) []listenerAttachment {
 	selected := selectListeners(p)
 	if len(selected) == 0 {
-		p.Conditions = []metav1.Condition{conditions.NewRouteNoMatchingParent(noMatchMessage(p)), r.resolvedRefs}
+		p.Conditions = []metav1.Condition{conditions.NewRouteNoMatchingParent(noMatchMessage(p)), r.refs()}
 		return nil
 	}
 	allowed := b.allowedListeners(r, selected)
 	if len(allowed) == 0 {
 		msg := fmt.Sprintf("No listener of %s allows %ss from namespace %s", p.parentName(), r.Kind(), r.Source.Namespace)
-		p.Conditions = []metav1.Condition{conditions.NewRouteNotAllowedByListeners(msg), r.resolvedRefs}
+		p.Conditions = []metav1.Condition{conditions.NewRouteNotAllowedByListeners(msg), r.refs()}
 		return nil
 	}
 	hosts := routeHostnames(r)
@@ -33,12 +33,12 @@ func (b *builder) attach(r *HTTPRoute, p *Parent) []listenerAttachment {
 	}
 	switch {
 	case len(attachments) == 0:
-		p.Conditions = []metav1.Condition{conditions.NewRouteNoMatchingListenerHostname(), r.resolvedRefs}
+		p.Conditions = []metav1.Condition{conditions.NewRouteNoMatchingListenerHostname(), r.refs()}
 	case r.invalid != nil:
-		p.Conditions = []metav1.Condition{*r.invalid, r.resolvedRefs}
+		p.Conditions = []metav1.Condition{*r.invalid, r.refs()}
 	default:
 		p.Accepted = true
-		p.Conditions = []metav1.Condition{conditions.NewRouteAccepted(), r.resolvedRefs}
+		p.Conditions = []metav1.Condition{conditions.NewRouteAccepted(), r.refs()}
 		var out []listenerAttachment
 		for i, l := range p.listeners() {
 			if both, ok := attachments[l]; ok {

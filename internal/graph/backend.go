@@ -62,8 +62,8 @@ func (b *builder) resolveBackends(r *HTTPRoute, refs []gwapiv1.HTTPBackendRef) [
 func (b *builder) resolveBackend(r *HTTPRoute, ref gwapiv1.BackendObjectReference, weight int32) Backend {
 	key, problem := b.resolveServicePort(r.Kind(), r.Source.Namespace, ref)
 	if problem != nil {
-		if r.resolvedRefs.Status == metav1.ConditionTrue {
-			r.resolvedRefs = *problem
+		if r.resolvedRefs == nil {
+			r.resolvedRefs = problem
 		}
 		return Backend{Cluster: key, Weight: weight}
 	}

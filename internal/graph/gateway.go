@@ -46,6 +46,8 @@ type Gateway struct {
 	Conditions []metav1.Condition
 	// problem is the Gateway-level reason not to accept it, found before listeners are built.
 	problem *metav1.Condition
+	// order is the Gateway's index among the build's Gateways in key order.
+	order int
 	// resolvedRefs is the ResolvedRefs condition of the Gateway-level references (spec.tls);
 	// nil when the Gateway has none.
 	resolvedRefs *metav1.Condition
@@ -67,9 +69,11 @@ func (b *builder) buildGateways() []*Gateway {
 			continue
 		}
 		gw := b.newGateway(src, class)
+		gw.order = len(out)
 		b.gateways[key] = gw
 		out = append(out, gw)
 	}
+	b.gatewayList = out
 	return out
 }
 

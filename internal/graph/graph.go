@@ -137,8 +137,10 @@ type builder struct {
 	grants   refGrants
 	classes  map[string]*GatewayClass
 	gateways map[types.NamespacedName]*Gateway
-	slices   map[types.NamespacedName][]types.NamespacedName
-	clusters map[ClusterKey]bool
+	// gatewayList holds the gateways in key order, which a RouteMemo's parents index.
+	gatewayList []*Gateway
+	slices      map[types.NamespacedName][]types.NamespacedName
+	clusters    map[ClusterKey]bool
 	// grpcClusters are the clusters GRPCRoutes use.
 	grpcClusters map[ClusterKey]bool
 	keyPairs     map[types.NamespacedName]string

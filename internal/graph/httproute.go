@@ -30,8 +30,9 @@ type HTTPRoute struct {
 	Parents []*Parent
 	// invalid is the route-wide reason not to accept it (UnsupportedValue...), or nil.
 	invalid *metav1.Condition
-	// resolvedRefs is the route-wide ResolvedRefs condition.
-	resolvedRefs metav1.Condition
+	// resolvedRefs is the route-wide ResolvedRefs condition when a reference failed; nil when
+	// every reference resolved (see refs).
+	resolvedRefs *metav1.Condition
 	// id is ID's result, kept by a RouteMemo; empty when not computed yet.
 	id string
 }
@@ -113,6 +114,14 @@ func (r *HTTPRoute) Kind() string {
 // HTTPRoute, "grpc:<namespace>/<name>" for a GRPCRoute, "tls:<namespace>/<name>" for a
 // TLSRoute, "tcp:<namespace>/<name>" for a TCPRoute, "udp:<namespace>/<name>" for a UDPRoute
 // (a namespace never holds a colon).
+// refs returns the route-wide ResolvedRefs condition.
+func (r *HTTPRoute) refs() metav1.Condition {
+	if r.resolvedRefs == nil {
+		return conditions.NewRouteResolvedRefs()
+	}
+	return *r.resolvedRefs
+}
+
 func (r *HTTPRoute) ID() string {
 	if r.id != "" {
 		return r.id
@@ -143,7 +152,7 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 		mr, usable := b.memoOf(key)
 		blk := &blocks[i]
 		r := &blk.route
-		r.Source, r.resolvedRefs = src, conditions.NewRouteResolvedRefs()
+		r.Source = src
 		if mr != nil {
 			if mr.id == "" {
 				mr.id = r.ID()

@@ -43,7 +43,7 @@ func refuseKindConflicts(gateways []*Gateway, sets []*ListenerSet) {
 			w := lost[r]
 			p.Accepted = false
 			p.Conditions = []metav1.Condition{conditions.NewRouteHostnameConflict(fmt.Sprintf(
-				"On every listener of %s that the route selects, %s %s is older and answers to one of its hostnames", p.parentName(), w.Kind(), w.Key())), r.resolvedRefs}
+				"On every listener of %s that the route selects, %s %s is older and answers to one of its hostnames", p.parentName(), w.Kind(), w.Key())), r.refs()}
 		}
 	}
 }

@@ -64,7 +64,7 @@ type memoRoute struct {
 type resolvedRules struct {
 	rules        []*Rule
 	invalid      *metav1.Condition
-	resolvedRefs metav1.Condition
+	resolvedRefs *metav1.Condition
 	clusters     []ClusterKey
 }
 
@@ -72,7 +72,10 @@ type resolvedRules struct {
 type memoParent struct {
 	ref gwapiv1.ParentReference
 	// gateway is the Gateway's key, or the ListenerSet's when set.
-	gateway    types.NamespacedName
+	gateway types.NamespacedName
+	// index is the Gateway's among the build's Gateways in key order: while no Gateway changes
+	// (see RouteMemo.ParentsChanged), it finds the Gateway without hashing its key.
+	index      int
 	set        bool
 	accepted   bool
 	conditions []metav1.Condition
@@ -182,7 +185,7 @@ func (b *builder) replayParents(r *HTTPRoute, mr *memoRoute, blk *routeBlock) bo
 				return false
 			}
 			p.Gateway, p.Set = ls.Gateway, ls
-		} else if p.Gateway = b.gateways[mp.gateway]; p.Gateway == nil {
+		} else if p.Gateway = b.gatewayAt(mp.index, mp.gateway); p.Gateway == nil {
 			return false
 		}
 		parents = append(parents, p)
@@ -197,6 +200,15 @@ func (b *builder) replayParents(r *HTTPRoute, mr *memoRoute, blk *routeBlock) bo
 		}
 	}
 	return true
+}
+
+// gatewayAt returns the Gateway of key, found at index i of the Gateways in key order when it is
+// there.
+func (b *builder) gatewayAt(i int, key types.NamespacedName) *Gateway {
+	if i >= 0 && i < len(b.gatewayList) && b.gatewayList[i].Key() == key {
+		return b.gatewayList[i]
+	}
+	return b.gateways[key]
 }
 
 // recordParents keeps a route's parents as attach left them, their conditions stamped with
@@ -214,6 +226,7 @@ func (b *builder) recordParents(r *HTTPRoute, mr *memoRoute, parents []*Parent, 
 			mp.gateway, mp.set = p.Set.Key(), true
 		} else {
 			mp.gateway = p.Gateway.Key()
+			mp.index = p.Gateway.order
 		}
 		mr.parents[i] = mp
 	}

@@ -4,8 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
-
-	"coxswain.dev/coxswain/internal/graph/conditions"
 )
 
 // A TLSRoute is resolved as the HTTPRoute of the same parents, hostnames and backends, with one
@@ -89,7 +87,6 @@ func buildRoutesOf[R any](b *builder, routes map[types.NamespacedName]*R, resolv
 		if len(r.Parents) == 0 {
 			continue
 		}
-		r.resolvedRefs = conditions.NewRouteResolvedRefs()
 		b.buildRules(r)
 		for _, p := range r.Parents {
 			b.attach(r, p)
