@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 
-	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
 )
 
@@ -62,17 +60,14 @@ func (m *Metrics) ObserveRebuild(t Trigger, d time.Duration) {
 	m.duration.WithLabelValues(t.Label()).Observe(d.Seconds())
 }
 
-// observeSnapshot records the encoded size of a new snapshot of scope: its resources as they
-// travel in a full snapshot.
-func (m *Metrics) observeSnapshot(scope cache.Scope, resources []*discoveryv1.Resource) {
+// observeSnapshot records the encoded size of a new snapshot of scope: the full snapshot a proxy
+// receives (cache.Snapshot.EncodedSize, which the snapshot adds up from its resources' sizes,
+// kept from the version before for every resource it shares).
+func (m *Metrics) observeSnapshot(scope cache.Scope, s *cache.Snapshot) {
 	if m == nil {
 		return
 	}
-	size := 0
-	for _, r := range resources {
-		size += proto.Size(r)
-	}
-	m.size.WithLabelValues(scopeKind(scope)).Observe(float64(size))
+	m.size.WithLabelValues(scopeKind(scope)).Observe(float64(s.EncodedSize()))
 }
 
 // observeFailures counts the scopes that failed in a rebuild.

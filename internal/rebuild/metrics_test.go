@@ -8,7 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/internal/scopeauth"
 )
@@ -63,6 +65,16 @@ func TestPipelineMeasuresTheSnapshotsItPublishes(t *testing.T) {
 		// One listener resource: its key, type URL and payload take more than 50 bytes.
 		if h.GetSampleSum() < 50 {
 			t.Errorf("%s snapshot measured %v bytes", kind, h.GetSampleSum())
+		}
+	}
+	for _, s := range res.Changed {
+		// What a proxy of the scope receives: the full snapshot's encoding, nonce left out.
+		full, err := proto.Marshal(&discoveryv1.Snapshot{Version: p.Cache.Get(s).Version(), Full: true, Resources: p.Cache.Get(s).Resources()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sizes[scopeKind(s)].GetSampleSum(); got != float64(len(full)) {
+			t.Errorf("%s snapshot measured %v bytes, its full encoding has %d", s, got, len(full))
 		}
 	}
 	for _, s := range res.Changed {

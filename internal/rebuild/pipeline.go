@@ -213,7 +213,7 @@ func (p *Pipeline) publish(ctx context.Context, encoded []scopeEncoding, failed 
 				res.Versions = map[cache.Scope]string{}
 			}
 			res.Versions[e.Scope] = e.Version
-			p.Metrics.observeSnapshot(e.Scope, e.Resources)
+			p.Metrics.observeSnapshot(e.Scope, e.Snapshot)
 			if traced {
 				rebuildSpan.AddEvent("published", trace.WithAttributes(
 					attribute.String("coxswain.scope", e.Scope.String()), attribute.String("coxswain.version", e.Version),
