@@ -28,7 +28,13 @@ func (k ClusterKey) String() string {
 
 // Compare orders cluster keys by namespace, name and port.
 func (k ClusterKey) Compare(o ClusterKey) int {
-	return cmp.Or(cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name), cmp.Compare(k.Port, o.Port))
+	if c := cmp.Compare(k.Namespace, o.Namespace); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(k.Name, o.Name); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.Port, o.Port)
 }
 
 // Backend is one weighted backendRef of a rule.
@@ -130,6 +136,16 @@ type Cluster struct {
 	// GRPC is set when a GRPCRoute uses the Service port: gRPC is HTTP/2, so its endpoints are
 	// spoken to over HTTP/2 whatever the port's appProtocol says, by every route that uses it.
 	GRPC bool
+	// name is Key.String(), made once (see Name).
+	name string
+}
+
+// Name returns the cluster's name, Key.String().
+func (c *Cluster) Name() string {
+	if c.name == "" {
+		return c.Key.String()
+	}
+	return c.name
 }
 
 // Endpoint is a ready address and target port of a cluster.
@@ -140,15 +156,25 @@ type Endpoint struct {
 
 func (b *builder) buildClusters() []*Cluster {
 	out := make([]*Cluster, 0, len(b.clusters))
+	m := b.opts.Routes
 	for key := range b.clusters {
-		svc := b.cs.Services[types.NamespacedName{Namespace: key.Namespace, Name: key.Name}]
+		svcKey := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
+		svc := b.cs.Services[svcKey]
 		sp := servicePort(svc, key.Port)
-		c := &Cluster{Key: key, AppProtocol: deref(sp.AppProtocol), Endpoints: b.endpoints(key), GRPC: b.grpcClusters[key]}
-		if p := b.backendTLS(key, sp); p != nil {
-			c.TLS = p.TLS
+		grpc := b.grpcClusters[key]
+		policy := b.backendTLS(key, sp)
+		if c := m.cluster(b, key, svc, grpc, policy); c != nil {
+			out = append(out, c)
+			continue
 		}
+		c := &Cluster{Key: key, AppProtocol: deref(sp.AppProtocol), Endpoints: b.endpoints(key), GRPC: grpc, name: key.String()}
+		if policy != nil {
+			c.TLS = policy.TLS
+		}
+		m.keepCluster(b, c, svc, policy)
 		out = append(out, c)
 	}
+	m.sweepClusters()
 	slices.SortFunc(out, func(x, y *Cluster) int { return x.Key.Compare(y.Key) })
 	return out
 }

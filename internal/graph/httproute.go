@@ -142,15 +142,41 @@ func (r *HTTPRoute) ID() string {
 func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 	keys := b.routeKeys()
 	out := make([]*HTTPRoute, 0, len(keys))
-	// What a build makes for most routes, in one allocation for all of them (see routeBlock).
-	blocks := make([]routeBlock, len(keys))
+	m := b.opts.Routes
+	// Routes of the Builds before are handed on as they are only while no GRPCRoute may take a
+	// listener from one (refuseKindConflicts modifies the losers' parents).
+	reusable := m != nil && len(b.cs.GRPCRoutes) == 0
+	var few []types.NamespacedName
+	if m != nil {
+		few = m.fewDirty()
+	}
+	// What a build makes for a route, in few allocations for all of them (see routeBlock).
+	blocks := arena[routeBlock]{want: len(keys)}
+	atts := arena[Attachment]{want: len(keys)}
 	for i, key := range keys {
+		if reusable && !m.isDirty(key, few) {
+			if mr := m.entries[i]; mr != nil && mr.parentsGen == m.parentsGen && mr.hasParents {
+				if len(mr.parents) == 0 {
+					mr.build = m.build + 1
+					continue // none of its parentRefs names one of our Gateways, and none was counted
+				}
+				if r := mr.built; r != nil && b.reuse(r, mr, &atts) {
+					mr.build = m.build + 1
+					out = append(out, r)
+					continue
+				}
+			}
+		}
 		src, ok := b.cs.HTTPRoutes[key]
 		if !ok {
 			continue
 		}
 		mr, usable := b.memoOf(key)
-		blk := &blocks[i]
+		if m != nil {
+			m.entries[i] = mr
+			mr.built = nil
+		}
+		blk := blocks.next()
 		r := &blk.route
 		r.Source = src
 		if mr != nil {
@@ -165,6 +191,9 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 		if usable && mr.rules != nil && b.replayParents(r, mr, blk) {
 			b.rules(r, mr, true)
 			out = append(out, r)
+			if reusable {
+				mr.built = r
+			}
 			continue
 		}
 		parents := b.ourParents(src)
@@ -183,9 +212,33 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 		}
 		b.recordParents(r, mr, parents, attached)
 		out = append(out, r)
+		if reusable {
+			mr.built = r
+		}
 	}
 	b.finishRoutes()
 	return out
+}
+
+// arena hands out values of T from chunks allocated for many at once: a Build makes one or a
+// few per route, and they live and go with its graph. Chunks double from 16 to 1,024 values, so
+// that a Build that makes few (reusing the others) allocates little.
+type arena[T any] struct {
+	// want is how many values the Build may still ask for, which bounds a chunk.
+	want  int
+	chunk int
+	free  []T
+}
+
+func (a *arena[T]) next() *T {
+	if len(a.free) == 0 {
+		a.chunk = min(max(16, 2*a.chunk), 1024)
+		a.free = make([]T, max(1, min(a.chunk, a.want)))
+	}
+	v := &a.free[0]
+	a.free = a.free[1:]
+	a.want--
+	return v
 }
 
 // routeBlock holds a route of a build with the parent, the parent list and the attachment of a

@@ -3,6 +3,8 @@ package graph
 import (
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -39,10 +41,26 @@ type RouteMemo struct {
 	// whether they are kept, which a Reset undoes.
 	keys   []types.NamespacedName
 	sorted bool
+	// entries holds the memo entry of each of keys, in their order (nil for a key no Build
+	// visited yet), so that a Build finds an unmarked route's entry without hashing its key.
+	entries []*memoRoute
 	// clusterUses counts, for every cluster, the routes of the last Build whose rules use it
 	// (memoRoute.counted), so that a Build marks the clusters in use without visiting every
 	// route's rules.
 	clusterUses map[ClusterKey]int
+	// clusters holds the clusters of the last Build without a BackendTLSPolicy, each with what
+	// it was made of (see cluster).
+	clusters map[ClusterKey]*memoCluster
+}
+
+// memoCluster is a cluster a Build made, with the objects it read to make it.
+type memoCluster struct {
+	cluster *Cluster
+	svc     *corev1.Service
+	// slices are the Service's EndpointSlices, in no order.
+	slices []*discoveryv1.EndpointSlice
+	trust  bool
+	build  uint64
 }
 
 // memoRoute is what a Build resolved of one HTTPRoute.
@@ -59,6 +77,10 @@ type memoRoute struct {
 	hasParents bool
 	// counted is the rules whose clusters clusterUses counts for the route; nil when none.
 	counted *resolvedRules
+	// built is the HTTPRoute the last Build made of the route, which a Build of the same
+	// parents generation hands on as it is while the route is not marked (see reuse); nil when
+	// it may not be.
+	built *HTTPRoute
 }
 
 type resolvedRules struct {
@@ -93,7 +115,7 @@ type listenerAttachment struct {
 func NewRouteMemo() *RouteMemo {
 	return &RouteMemo{
 		routes: map[types.NamespacedName]*memoRoute{}, dirty: map[types.NamespacedName]bool{},
-		clusterUses: map[ClusterKey]int{},
+		clusterUses: map[ClusterKey]int{}, clusters: map[ClusterKey]*memoCluster{},
 	}
 }
 
@@ -109,8 +131,9 @@ func (m *RouteMemo) Reset() {
 	clear(m.routes)
 	clear(m.dirty)
 	clear(m.clusterUses)
+	clear(m.clusters)
 	m.parentsGen++
-	m.keys, m.sorted = nil, false
+	m.keys, m.entries, m.sorted = nil, nil, false
 }
 
 // routeKeys returns the keys of the state's HTTPRoutes in namespace/name order: those of the
@@ -127,8 +150,10 @@ func (b *builder) routeKeys() []types.NamespacedName {
 			switch {
 			case exists && !found:
 				m.keys = slices.Insert(m.keys, i, key)
+				m.entries = slices.Insert(m.entries, i, nil)
 			case !exists && found:
 				m.keys = slices.Delete(m.keys, i, i+1)
+				m.entries = slices.Delete(m.entries, i, i+1)
 			}
 		}
 	}
@@ -136,8 +161,84 @@ func (b *builder) routeKeys() []types.NamespacedName {
 	// than leave it out.
 	if !m.sorted || len(m.keys) != len(b.cs.HTTPRoutes) {
 		m.keys, m.sorted = sortedKeys(b.cs.HTTPRoutes), true
+		m.entries = make([]*memoRoute, len(m.keys))
+		for i, key := range m.keys {
+			m.entries[i] = m.routes[key]
+		}
 	}
 	return m.keys
+}
+
+// isDirty reports whether a route is marked changed. With few marked, as after an edit, it
+// compares key with each of them rather than hashing it: it runs for every route of a Build.
+func (m *RouteMemo) isDirty(key types.NamespacedName, few []types.NamespacedName) bool {
+	if len(m.dirty) > len(few) {
+		return m.dirty[key]
+	}
+	return slices.Contains(few, key)
+}
+
+// fewDirty lists the routes marked changed when there are few, for isDirty.
+func (m *RouteMemo) fewDirty() []types.NamespacedName {
+	if len(m.dirty) > maxDirtyCompared {
+		return nil
+	}
+	out := make([]types.NamespacedName, 0, len(m.dirty))
+	for key := range m.dirty {
+		out = append(out, key)
+	}
+	return out
+}
+
+// maxDirtyCompared is the most marked routes isDirty compares a key with one by one.
+const maxDirtyCompared = 8
+
+// reuse attaches r, the HTTPRoute the last Build made of a route that has not changed since and
+// whose parents the memo holds for this generation, to this Build's listeners as it attached
+// then, and reports whether it could (nothing attached when not). The route, its rules and its
+// parents are the very values of the Builds before, shared with their graphs: a Build that
+// reuses routes must not modify them, so reuse is only for Builds in which nothing does (see
+// buildHTTPRoutes). Each Parent keeps the Gateway (or ListenerSet) value of the Build that made
+// it: the same object version, as parents are only replayed while no Gateway changed.
+func (b *builder) reuse(r *HTTPRoute, mr *memoRoute, atts *arena[Attachment]) bool {
+	for i := range mr.parents {
+		ls, ok := b.memoListeners(&mr.parents[i])
+		if !ok {
+			return false
+		}
+		for _, a := range mr.parents[i].attached {
+			if a.index >= len(ls) {
+				return false
+			}
+		}
+	}
+	for i := range mr.parents {
+		ls, _ := b.memoListeners(&mr.parents[i])
+		for _, a := range mr.parents[i].attached {
+			ls[a.index].addRoute(r, a.hostnames, atts.next())
+		}
+	}
+	return true
+}
+
+// memoListeners returns this Build's listeners a memo parent's attachments index: those of its
+// Gateway, or of its ListenerSet (none when the set is not accepted), as Parent.listeners.
+func (b *builder) memoListeners(mp *memoParent) ([]*Listener, bool) {
+	if mp.set {
+		ls, ok := b.listenerSets[mp.gateway]
+		if !ok {
+			return nil, false
+		}
+		if !ls.Accepted {
+			return nil, true
+		}
+		return ls.Listeners, true
+	}
+	gw := b.gatewayAt(mp.index, mp.gateway)
+	if gw == nil {
+		return nil, false
+	}
+	return gw.Listeners, true
 }
 
 // memoOf returns the memo's entry for a route, stamped as used by this Build, and whether what
@@ -305,4 +406,58 @@ func usedClusters(rules []*Rule) []ClusterKey {
 		}
 	}
 	return out
+}
+
+// cluster returns the cluster the last Build made of key when it read the very objects this
+// Build would (the Service, the same EndpointSlices, the same options) and no BackendTLSPolicy
+// selects it; nil otherwise, and without a memo. Objects are replaced, never modified, when they
+// change, so the same objects make the same cluster: its endpoints are not read again.
+func (m *RouteMemo) cluster(b *builder, key ClusterKey, svc *corev1.Service, grpc bool, policy *BackendTLSPolicy) *Cluster {
+	if m == nil || policy != nil {
+		return nil
+	}
+	mc := m.clusters[key]
+	if mc == nil || mc.svc != svc || mc.cluster.GRPC != grpc || mc.trust != b.opts.TrustAnyEndpointSlice {
+		return nil
+	}
+	keys := b.slices[types.NamespacedName{Namespace: key.Namespace, Name: key.Name}]
+	if len(keys) != len(mc.slices) {
+		return nil
+	}
+	for _, k := range keys {
+		if !slices.Contains(mc.slices, b.cs.EndpointSlices[k]) {
+			return nil
+		}
+	}
+	mc.build = m.build
+	return mc.cluster
+}
+
+// keepCluster remembers a cluster this Build made, unless a BackendTLSPolicy selects it.
+func (m *RouteMemo) keepCluster(b *builder, c *Cluster, svc *corev1.Service, policy *BackendTLSPolicy) {
+	if m == nil {
+		return
+	}
+	if policy != nil {
+		delete(m.clusters, c.Key)
+		return
+	}
+	keys := b.slices[types.NamespacedName{Namespace: c.Key.Namespace, Name: c.Key.Name}]
+	objs := make([]*discoveryv1.EndpointSlice, len(keys))
+	for i, k := range keys {
+		objs[i] = b.cs.EndpointSlices[k]
+	}
+	m.clusters[c.Key] = &memoCluster{cluster: c, svc: svc, slices: objs, trust: b.opts.TrustAnyEndpointSlice, build: m.build}
+}
+
+// sweepClusters forgets the clusters this Build did not use.
+func (m *RouteMemo) sweepClusters() {
+	if m == nil {
+		return
+	}
+	for key, mc := range m.clusters {
+		if mc.build != m.build {
+			delete(m.clusters, key)
+		}
+	}
 }

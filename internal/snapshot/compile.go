@@ -202,8 +202,12 @@ func (sb *scopeBuilder) fillSecrets() {
 
 func (sb *scopeBuilder) fillClusters(all []*graph.Cluster) {
 	for _, gc := range all {
-		name := gc.Key.String()
+		name := gc.Name()
 		if !sb.clusters[name] && !sb.memo.uses(name) {
+			continue
+		}
+		if cl := sb.memo.compiledCluster(gc); cl != nil {
+			sb.snap.Clusters = append(sb.snap.Clusters, cl)
 			continue
 		}
 		cl := &Cluster{Name: name, Protocol: upstreamProtocol(gc.AppProtocol, gc.GRPC, gc.TLS != nil), TLS: gc.TLS}
@@ -213,7 +217,7 @@ func (sb *scopeBuilder) fillClusters(all []*graph.Cluster) {
 		for _, ep := range gc.Endpoints {
 			cl.Endpoints = append(cl.Endpoints, Endpoint{Address: ep.Address, Port: ep.Port})
 		}
-		sb.snap.Clusters = append(sb.snap.Clusters, sb.memo.cluster(cl))
+		sb.snap.Clusters = append(sb.snap.Clusters, sb.memo.cluster(gc, cl))
 	}
 }
 

@@ -28,6 +28,9 @@ type Memo struct {
 	vhosts    map[string]*vhostMemo
 	listeners map[string]*Listener
 	clusters  map[string]*Cluster
+	// fromGraph holds each cluster by the graph cluster it was compiled from (see
+	// compiledCluster).
+	fromGraph map[*graph.Cluster]*Cluster
 	secrets   map[string]*Secret
 	// next collects this compile's results; finish makes them the memo.
 	next memoNext
@@ -53,6 +56,7 @@ type memoNext struct {
 	dups      map[string]bool
 	listeners map[string]*Listener
 	clusters  map[string]*Cluster
+	fromGraph map[*graph.Cluster]*Cluster
 	secrets   map[string]*Secret
 }
 
@@ -80,6 +84,7 @@ func NewMemo() *Memo {
 		vhosts:    map[string]*vhostMemo{},
 		listeners: map[string]*Listener{},
 		clusters:  map[string]*Cluster{},
+		fromGraph: map[*graph.Cluster]*Cluster{},
 		secrets:   map[string]*Secret{},
 
 		scopeClusters: map[string]int{},
@@ -99,6 +104,7 @@ func (m *Memo) begin() {
 			dups:      map[string]bool{},
 			listeners: make(map[string]*Listener, len(m.listeners)),
 			clusters:  make(map[string]*Cluster, len(m.clusters)),
+			fromGraph: make(map[*graph.Cluster]*Cluster, len(m.fromGraph)),
 			secrets:   make(map[string]*Secret, len(m.secrets)),
 		}
 		if len(m.dirty) <= maxDirtyCompared {
@@ -116,7 +122,7 @@ func (m *Memo) finish(*scopeBuilder) {
 		return
 	}
 	m.begin()
-	m.vhosts, m.listeners, m.clusters, m.secrets = m.next.vhosts, m.next.listeners, m.next.clusters, m.next.secrets
+	m.vhosts, m.listeners, m.clusters, m.fromGraph, m.secrets = m.next.vhosts, m.next.listeners, m.next.clusters, m.next.fromGraph, m.next.secrets
 	m.next = memoNext{}
 	clear(m.dirty)
 }
@@ -431,8 +437,9 @@ func sameClientValidation(a, b *graph.FrontendValidation) bool {
 	return a == b || (a != nil && b != nil && reflect.DeepEqual(*a, *b))
 }
 
-// cluster returns the previous cluster of the same name when it equals c, c otherwise.
-func (m *Memo) cluster(c *Cluster) *Cluster {
+// cluster returns the previous cluster of the same name when it equals c, c otherwise; gc is
+// the graph cluster c was compiled from.
+func (m *Memo) cluster(gc *graph.Cluster, c *Cluster) *Cluster {
 	if m == nil {
 		return c
 	}
@@ -440,8 +447,29 @@ func (m *Memo) cluster(c *Cluster) *Cluster {
 	if prev := m.clusters[c.Name]; prev != nil && sameCluster(prev, c) {
 		c = prev
 	}
-	m.next.clusters[c.Name] = c
+	m.keepCluster(gc, c)
 	return c
+}
+
+// compiledCluster returns the cluster the previous compile made of the very graph cluster gc
+// when gc has no TLS settings (whose client certificate this compile looks up again), nil
+// otherwise. A graph cluster is never modified, and a RouteMemo hands the same one on while
+// what it is made of stays the same.
+func (m *Memo) compiledCluster(gc *graph.Cluster) *Cluster {
+	if m == nil || gc.TLS != nil {
+		return nil
+	}
+	m.begin()
+	c := m.fromGraph[gc]
+	if c != nil {
+		m.keepCluster(gc, c)
+	}
+	return c
+}
+
+func (m *Memo) keepCluster(gc *graph.Cluster, c *Cluster) {
+	m.next.clusters[c.Name] = c
+	m.next.fromGraph[gc] = c
 }
 
 // secret returns the previous secret of the same name when it equals s, s otherwise.
