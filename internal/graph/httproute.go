@@ -39,7 +39,10 @@ type HTTPRoute struct {
 
 // Parent is one parentRef of a route to one of our Gateways, with its computed conditions.
 type Parent struct {
-	Ref        gwapiv1.ParentReference
+	Ref gwapiv1.ParentReference
+	// Gateway is the Gateway as the Build that resolved the parent made it. A route a RouteMemo
+	// hands on keeps the Gateway of an earlier Build: the same object version, but its listeners
+	// hold that Build's attachments, so only the Build that made a Parent may read them.
 	Gateway    *Gateway
 	Accepted   bool
 	Conditions []metav1.Condition

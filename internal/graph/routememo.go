@@ -19,15 +19,20 @@ import (
 //   - the parentRefs of every route and, for each one, the listeners the route attached to there
 //     with their hostnames and the parent's conditions, which the next Build replays onto its
 //     new Gateways instead of resolving and attaching the route again;
-//   - the routes' keys in namespace/name order.
+//   - the routes' keys in namespace/name order;
+//   - the HTTPRoute value the last Build made of each route, which the next Build hands on as it
+//     is while the route is not marked, its parents' generation is current and no GRPCRoute
+//     exists (see reuse);
+//   - the clusters no BackendTLSPolicy selects, each with the Service and EndpointSlice objects
+//     it was made of, handed on while those are the very same objects (see cluster).
 //
 // The caller vouches for what else they read. Rules: a change to a Service a route references
 // must mark that route, and a change to ReferenceGrants or BackendTLSPolicies needs Reset.
 // Parents: a change to any Gateway needs ParentsChanged, and a change to a GatewayClass,
-// ListenerSet or Namespace, or to the Build's options, needs Reset. The Rules and attached
-// hostnames of a Graph built with a memo are shared with the graphs built after it and must
-// not be modified, nor the conditions of their routes' parents (a condition is replaced, never
-// written in place).
+// ListenerSet or Namespace, or to the Build's options, needs Reset. Objects read are replaced
+// when they change, never modified in place. The HTTPRoutes (with their Rules, parents and
+// attached hostnames) and Clusters of a Graph built with a memo are shared with the graphs
+// built after it and must not be modified (a condition is replaced, never written in place).
 type RouteMemo struct {
 	routes map[types.NamespacedName]*memoRoute
 	dirty  map[types.NamespacedName]bool
