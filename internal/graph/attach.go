@@ -119,6 +119,15 @@ func (l *Listener) addRoute(r *HTTPRoute, hostnames []AttachedHostname, a *Attac
 	l.Routes = append(l.Routes, a)
 }
 
+// addAttachment attaches a route as a, which is not modified: an attachment an earlier Build
+// made of a route it hands on.
+func (l *Listener) addAttachment(a *Attachment) {
+	if n := len(l.Routes); n > 0 && l.Routes[n-1].Route == a.Route {
+		return
+	}
+	l.Routes = append(l.Routes, a)
+}
+
 // AttachedRoutes is the listener status attachedRoutes count.
 func (l *Listener) AttachedRoutes() int32 {
 	return int32(len(l.Routes)) //nolint:gosec // at most the number of routes in the cluster

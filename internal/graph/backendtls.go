@@ -243,6 +243,9 @@ func certificatesPEM(data []byte) (string, error) {
 // backendTLS returns the policy that applies to a Service port: one selecting the port by name
 // wins over one selecting the whole Service.
 func (b *builder) backendTLS(key ClusterKey, port *corev1.ServicePort) *BackendTLSPolicy {
+	if len(b.policies) == 0 {
+		return nil
+	}
 	svc := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
 	if port.Name != "" {
 		if p, ok := b.policies[policyTarget{service: svc, section: port.Name}]; ok {

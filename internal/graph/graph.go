@@ -151,6 +151,10 @@ type builder struct {
 }
 
 func newBuilder(cs *state.ClusterState, opts Options) *builder {
+	used := 0
+	if opts.Routes != nil {
+		used = len(opts.Routes.clusterUses) // about as many clusters as the last Build used
+	}
 	return &builder{
 		cs:       cs,
 		opts:     opts,
@@ -158,7 +162,7 @@ func newBuilder(cs *state.ClusterState, opts Options) *builder {
 		classes:  map[string]*GatewayClass{},
 		gateways: map[types.NamespacedName]*Gateway{},
 		slices:   indexEndpointSlices(cs),
-		clusters: map[ClusterKey]bool{},
+		clusters: make(map[ClusterKey]bool, used),
 		keyPairs: map[types.NamespacedName]string{},
 		policies: map[policyTarget]*BackendTLSPolicy{},
 

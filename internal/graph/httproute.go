@@ -177,7 +177,7 @@ func (b *builder) buildHTTPRoutes() []*HTTPRoute {
 		mr, usable := b.memoOf(key)
 		if m != nil {
 			m.entries[i] = mr
-			mr.built = nil
+			mr.built, mr.attachments = nil, nil
 		}
 		blk := blocks.next()
 		r := &blk.route

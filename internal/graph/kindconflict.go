@@ -53,6 +53,9 @@ type kindConflict struct{ winner, loser *HTTPRoute }
 // listenerKindConflicts removes from l the routes that lose to a route of the other kind and
 // returns who lost to whom.
 func listenerKindConflicts(l *Listener) []kindConflict {
+	if !slices.ContainsFunc(l.Routes, func(a *Attachment) bool { return a.Route.GRPC != nil }) {
+		return nil
+	}
 	var grpc, http []*Attachment
 	for _, a := range l.Routes {
 		if a.Route.GRPC != nil {

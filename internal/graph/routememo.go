@@ -49,6 +49,9 @@ type RouteMemo struct {
 	// entries holds the memo entry of each of keys, in their order (nil for a key no Build
 	// visited yet), so that a Build finds an unmarked route's entry without hashing its key.
 	entries []*memoRoute
+	// resorted says that this Build sorted the keys from scratch: finishRoutes then looks at
+	// every entry, not only at the marked routes'.
+	resorted bool
 	// clusterUses counts, for every cluster, the routes of the last Build whose rules use it
 	// (memoRoute.counted), so that a Build marks the clusters in use without visiting every
 	// route's rules.
@@ -86,6 +89,9 @@ type memoRoute struct {
 	// parents generation hands on as it is while the route is not marked (see reuse); nil when
 	// it may not be.
 	built *HTTPRoute
+	// attachments are built's attachments as reuse made them, one per listener of parents'
+	// attached in their order; nil until a reuse made them.
+	attachments []*Attachment
 }
 
 type resolvedRules struct {
@@ -165,7 +171,7 @@ func (b *builder) routeKeys() []types.NamespacedName {
 	// A count that differs means a route changed without RouteChanged: sort from scratch rather
 	// than leave it out.
 	if !m.sorted || len(m.keys) != len(b.cs.HTTPRoutes) {
-		m.keys, m.sorted = sortedKeys(b.cs.HTTPRoutes), true
+		m.keys, m.sorted, m.resorted = sortedKeys(b.cs.HTTPRoutes), true, true
 		m.entries = make([]*memoRoute, len(m.keys))
 		for i, key := range m.keys {
 			m.entries[i] = m.routes[key]
@@ -217,10 +223,18 @@ func (b *builder) reuse(r *HTTPRoute, mr *memoRoute, atts *arena[Attachment]) bo
 			}
 		}
 	}
+	made := mr.attachments == nil
+	n := 0
 	for i := range mr.parents {
 		ls, _ := b.memoListeners(&mr.parents[i])
 		for _, a := range mr.parents[i].attached {
-			ls[a.index].addRoute(r, a.hostnames, atts.next())
+			if made {
+				att := atts.next()
+				att.Route, att.Hostnames = r, a.hostnames
+				mr.attachments = append(mr.attachments, att)
+			}
+			ls[a.index].addAttachment(mr.attachments[n])
+			n++
 		}
 	}
 	return true
@@ -380,18 +394,33 @@ func (m *RouteMemo) count(mr *memoRoute, rr *resolvedRules) {
 
 // finishRoutes makes the routes of this Build the memo, and marks the clusters its routes use.
 func (b *builder) finishRoutes() {
-	if m := b.opts.Routes; m != nil {
-		m.build++
+	m := b.opts.Routes
+	if m == nil {
+		return
+	}
+	m.build++
+	drop := func(key types.NamespacedName, mr *memoRoute) {
+		if mr.build != m.build {
+			m.count(mr, nil)
+			delete(m.routes, key)
+		}
+	}
+	if m.resorted {
 		for key, mr := range m.routes {
-			if mr.build != m.build {
-				m.count(mr, nil)
-				delete(m.routes, key)
+			drop(key, mr)
+		}
+	} else {
+		// Every key was visited; an entry without one is a route deleted, which is marked.
+		for key := range m.dirty {
+			if mr, ok := m.routes[key]; ok {
+				drop(key, mr)
 			}
 		}
-		clear(m.dirty)
-		for k := range m.clusterUses {
-			b.clusters[k] = true
-		}
+	}
+	m.resorted = false
+	clear(m.dirty)
+	for k := range m.clusterUses {
+		b.clusters[k] = true
 	}
 }
 
