@@ -242,7 +242,9 @@ func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listene
 	for _, e := range entries {
 		hosts = append(hosts, e.route.Hostname)
 	}
-	cur.entries = mergeKept(prev.entries, entries, func(e *entry) bool { return e.grpc != nil || m.isDirty(e.routeKey) }, func(e entry) {
+	// In prev's array: nothing but this memo holds it, and prev is dropped (a compile that does
+	// not finish drops the whole memo).
+	cur.entries = spliceEntries(prev.entries, entries, func(e *entry) bool { return e.grpc != nil || m.isDirty(e.routeKey) }, func(e entry) {
 		hosts = append(hosts, e.route.Hostname)
 		clustersOf(e, func(c string) {
 			if cur.clusters[c]--; cur.clusters[c] == 0 {
@@ -388,30 +390,35 @@ func (m *Memo) uncached(sb *scopeBuilder, vh *VirtualHost, l *graph.Listener, ke
 	return vh
 }
 
-// mergeKept returns the entries of prev (sorted) that drop does not leave out, handed to
-// onDrop otherwise, merged with fresh (sorted): comparePrecedence is a total order, so the
-// result is the order a full sort gives. Each fresh entry's place among prev's (the left-out
-// ones too) is found by binary search, so a change of a few routes compares O(log n) times,
-// not O(n).
-func mergeKept(prev, fresh []entry, drop func(*entry) bool, onDrop func(entry)) []entry {
-	out := make([]entry, 0, len(prev)+len(fresh))
-	keep := func(seg []entry) {
-		for i := range seg {
-			if drop(&seg[i]) {
-				onDrop(seg[i])
-				continue
-			}
-			out = append(out, seg[i])
+// spliceEntries returns entries (sorted) without those drop leaves out, which it hands to
+// onDrop, and with fresh (sorted) merged in: comparePrecedence is a total order, so the result
+// is the order a full sort gives. It works in entries' array, which it reuses when it has room
+// (an edit leaves out as many entries as it brings): the left-out entries are squeezed out in
+// one pass, then each fresh entry's place is found by binary search, from the last, and the
+// kept entries after it are moved up in one copy, so a change of a few routes compares
+// O(log n) times and allocates nothing.
+func spliceEntries(entries, fresh []entry, drop func(*entry) bool, onDrop func(entry)) []entry {
+	kept := 0
+	for i := range entries {
+		if drop(&entries[i]) {
+			onDrop(entries[i])
+			continue
 		}
+		entries[kept] = entries[i]
+		kept++
 	}
-	for _, e := range fresh {
-		i, _ := slices.BinarySearchFunc(prev, e, comparePrecedence)
-		keep(prev[:i])
-		out = append(out, e)
-		prev = prev[i:]
+	clear(entries[kept:]) // no route kept alive by a left-out entry
+	entries = slices.Grow(entries[:kept], len(fresh))[:kept+len(fresh)]
+	end, w := kept, len(entries)
+	for f := len(fresh) - 1; f >= 0; f-- {
+		at, _ := slices.BinarySearchFunc(entries[:end], fresh[f], comparePrecedence)
+		n := end - at
+		copy(entries[w-n:w], entries[at:end])
+		w -= n + 1
+		entries[w] = fresh[f]
+		end = at
 	}
-	keep(prev)
-	return out
+	return entries
 }
 
 func sameVirtualHost(a, b *VirtualHost) bool {

@@ -102,10 +102,10 @@ func TestComparePrecedence(t *testing.T) {
 	}
 }
 
-// Tests that mergeKept gives the order a full sort gives, for random entries split at random
-// between kept, left out and fresh ones, none to all of them fresh, and hands every left-out one
-// to onDrop.
-func TestMergeKeptGivesTheOrderOfAFullSort(t *testing.T) {
+// Tests that spliceEntries gives the order a full sort gives, for random entries split at random
+// between kept, left out and fresh ones, none to all of them fresh, with room in the array or
+// without, and hands every left-out one to onDrop.
+func TestSpliceEntriesGivesTheOrderOfAFullSort(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 11))
 	hosts := []string{"", "a.example.com", "b.example.com", "*.example.com", "ab.example.com"}
@@ -138,15 +138,18 @@ func TestMergeKeptGivesTheOrderOfAFullSort(t *testing.T) {
 		slices.SortFunc(prev, comparePrecedence)
 		slices.SortFunc(fresh, comparePrecedence)
 		slices.SortFunc(want, comparePrecedence)
+		if round%2 == 0 {
+			prev = slices.Grow(prev, rng.IntN(8)) // room for some of the fresh ones, or all
+		}
 		handed := 0
-		got := mergeKept(prev, fresh, func(e *entry) bool { return dropped[e.routeKey] }, func(e entry) {
+		got := spliceEntries(prev, fresh, func(e *entry) bool { return dropped[e.routeKey] }, func(e entry) {
 			if !dropped[e.routeKey] {
 				t.Errorf("round %d: %s handed to onDrop, not left out", round, e.routeKey)
 			}
 			handed++
 		})
 		if !slices.EqualFunc(got, want, func(a, b entry) bool { return a.routeKey == b.routeKey }) {
-			t.Fatalf("round %d: mergeKept of %d previous entries (%d left out) and %d fresh differs from a full sort", round, len(prev), len(dropped), len(fresh))
+			t.Fatalf("round %d: spliceEntries of %d previous entries (%d left out) and %d fresh differs from a full sort", round, len(prev), len(dropped), len(fresh))
 		}
 		if handed != len(dropped) {
 			t.Fatalf("round %d: %d entries handed to onDrop, want %d", round, handed, len(dropped))
