@@ -18,9 +18,9 @@ import (
 // themselves are never modified, by the pipeline or by Load's callers), and the graph options.
 type seen struct {
 	opts     graph.Options
-	gateways map[types.NamespacedName]*gwapiv1.Gateway
-	routes   map[types.NamespacedName]*gwapiv1.HTTPRoute
-	services map[types.NamespacedName]*corev1.Service
+	gateways objects[*gwapiv1.Gateway]
+	routes   objects[*gwapiv1.HTTPRoute]
+	services objects[*corev1.Service]
 	// others holds every other kind of ClusterState but the ignored ones, by field name.
 	others map[string]map[types.NamespacedName]metav1.Object
 }
@@ -39,9 +39,9 @@ func seenOf(cs *state.ClusterState, opts graph.Options) *seen {
 	opts.Routes = nil
 	s := &seen{
 		opts:     opts,
-		gateways: maps.Clone(cs.Gateways),
-		routes:   maps.Clone(cs.HTTPRoutes),
-		services: maps.Clone(cs.Services),
+		gateways: objectsOf(cs.Gateways),
+		routes:   objectsOf(cs.HTTPRoutes),
+		services: objectsOf(cs.Services),
 		others:   map[string]map[types.NamespacedName]metav1.Object{},
 	}
 	eachOtherKind(cs, func(kind string, objects reflect.Value) {
@@ -127,21 +127,45 @@ func (prev *seen) update(cs *state.ClusterState, opts graph.Options, c changes) 
 	if prev == nil || c.all {
 		return seenOf(cs, opts)
 	}
-	set(prev.gateways, cs.Gateways, c.gateways)
-	set(prev.services, cs.Services, c.services)
+	prev.gateways.set(cs.Gateways, c.gateways...)
+	prev.services.set(cs.Services, c.services...)
 	for key := range c.routes {
-		set(prev.routes, cs.HTTPRoutes, []types.NamespacedName{key})
+		prev.routes.set(cs.HTTPRoutes, key)
 	}
 	return prev
 }
 
-// set copies the objects under keys from next into m, deleting those next does not hold.
-func set[P any](m, next map[types.NamespacedName]P, keys []types.NamespacedName) {
+// objects holds the objects of one kind a rebuild read, by key and by identity: every object is
+// kept under its own namespace/name, and an object is replaced when it changes, never modified,
+// so finding the very object among those read before says it did not change, without hashing
+// its key.
+type objects[P comparable] struct {
+	byKey map[types.NamespacedName]P
+	ids   map[P]struct{}
+}
+
+func objectsOf[P comparable](m map[types.NamespacedName]P) objects[P] {
+	o := objects[P]{byKey: maps.Clone(m), ids: make(map[P]struct{}, len(m))}
+	for _, obj := range m {
+		o.ids[obj] = struct{}{}
+	}
+	if o.byKey == nil {
+		o.byKey = map[types.NamespacedName]P{}
+	}
+	return o
+}
+
+// set copies the objects under keys from next, deleting those next does not hold.
+func (o objects[P]) set(next map[types.NamespacedName]P, keys ...types.NamespacedName) {
 	for _, key := range keys {
+		if old, ok := o.byKey[key]; ok {
+			delete(o.ids, old)
+		}
 		if obj, ok := next[key]; ok {
-			m[key] = obj
+			o.byKey[key] = obj
+			o.ids[obj] = struct{}{}
 		} else {
-			delete(m, key)
+			delete(o.byKey, key)
 		}
 	}
 }
@@ -173,7 +197,7 @@ func (prev *seen) diff(cs *state.ClusterState, opts graph.Options) changes {
 				}
 			}
 		}
-		for _, routes := range []map[types.NamespacedName]*gwapiv1.HTTPRoute{prev.routes, cs.HTTPRoutes} {
+		for _, routes := range []map[types.NamespacedName]*gwapiv1.HTTPRoute{prev.routes.byKey, cs.HTTPRoutes} {
 			for key, r := range routes {
 				if !c.routes[key] && referencesAny(key.Namespace, r, touched) {
 					c.routes[key] = true
@@ -196,17 +220,21 @@ func referencesAny(namespace string, r *gwapiv1.HTTPRoute, services map[types.Na
 	return false
 }
 
-// changed returns the keys created, deleted or changed between two maps of one kind. An object
-// is unchanged when it is the same object, or has the same UID and resourceVersion, or (objects
-// decoded from files, without resourceVersion) is deeply equal.
+// changed returns the keys created, deleted or changed between the objects read before and a
+// map of the same kind. An object is unchanged when it is the same object, or has the same UID
+// and resourceVersion, or (objects decoded from files, without resourceVersion) is deeply equal.
 func changed[T any, P interface {
 	*T
 	metav1.Object
-}](prev, next map[types.NamespacedName]P) []types.NamespacedName {
+}](prev objects[P], next map[types.NamespacedName]P) []types.NamespacedName {
 	var out []types.NamespacedName
 	found := 0
 	for key, n := range next {
-		p, ok := prev[key]
+		if _, ok := prev.ids[n]; ok {
+			found++ // the very object read before, under its own key
+			continue
+		}
+		p, ok := prev.byKey[key]
 		if ok {
 			found++
 		}
@@ -214,10 +242,10 @@ func changed[T any, P interface {
 			out = append(out, key)
 		}
 	}
-	if found == len(prev) {
+	if found == len(prev.byKey) {
 		return out // every key of prev is in next: none was deleted
 	}
-	for key := range prev {
+	for key := range prev.byKey {
 		if _, ok := next[key]; !ok {
 			out = append(out, key)
 		}

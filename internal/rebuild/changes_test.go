@@ -39,7 +39,7 @@ func TestChangedFindsCreatedChangedAndDeletedKeys(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, k := range changed(tt.prev, tt.next) {
+			for _, k := range changed(objectsOf(tt.prev), tt.next) {
 				got = append(got, k.Name)
 			}
 			slices.Sort(got)
