@@ -27,9 +27,10 @@ type seen struct {
 
 // Kinds of ClusterState by how the diff treats them. Gateways, HTTPRoutes and Services are
 // compared by type and their changes invalidate what they affect; EndpointSlices and Deployments
-// are not compared (no memo depends on them: clusters are compiled and compared on every
-// rebuild, and proxies' Deployments only feed status); any change to any other kind, including
-// one added to ClusterState after this was written, starts every memo over.
+// are not compared (no memo needs to be told: a cluster is handed on only while its Service and
+// EndpointSlices are the very same objects, and proxies' Deployments only feed status); any
+// change to any other kind, including one added to ClusterState after this was written, starts
+// every memo over.
 var (
 	typedKinds   = map[string]bool{"Gateways": true, "HTTPRoutes": true, "Services": true}
 	ignoredKinds = map[string]bool{"EndpointSlices": true, "Deployments": true}
@@ -104,8 +105,8 @@ func (prev *seen) othersChanged(cs *state.ClusterState) bool {
 }
 
 // changes says what a rebuild's state changed since the last one, for the compile memos.
-// EndpointSlices and Deployments are not looked at: no memo depends on them (clusters are
-// compiled and compared on every rebuild; proxies' Deployments only feed status).
+// EndpointSlices and Deployments are not looked at: no memo needs to be told of them (a cluster is
+// handed on only while its objects are the same; proxies' Deployments only feed status).
 type changes struct {
 	// all is true when a change may affect what the graph says about any route: the memos of
 	// every scope start over.

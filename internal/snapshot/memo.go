@@ -12,16 +12,19 @@ import (
 
 // Memo holds what the last CompileScope of one scope produced, so that the next compile of the
 // same scope reuses what did not change: the compiled routes of every route not marked with
-// RouteChanged, merged into their virtual host's precedence order instead of sorting it again,
-// and the very same VirtualHost, Listener, Cluster and Secret values (pointers) wherever the
-// result is equal, which lets the encoder skip them. A Memo belongs to one scope: it holds that
-// scope's key material and must never be used to compile another.
+// RouteChanged, spliced into their virtual host's precedence order instead of sorting it again,
+// each virtual host's routes grouped by hostname (VirtualHost.Hosts) with the groups a change
+// did not touch kept, and the very same VirtualHost, HostRoutes, Listener, Cluster and Secret
+// values (pointers) wherever the result is equal, which lets the encoder skip them. A Memo
+// belongs to one scope: it holds that scope's key material and must never be used to compile
+// another.
 //
 // The caller vouches that nothing but the marked routes changed what the graph says about
 // routes: a change to a Gateway, listener, Service, ReferenceGrant, Namespace, Secret or anything
-// else a route's resolution reads needs a new Memo. Endpoints may change freely (clusters are
-// compiled and compared every time), and so may the set of routes. After a compile that did not
-// finish (a panic), discard the Memo.
+// else a route's resolution reads needs a new Memo. Endpoints may change freely (a cluster is
+// compiled again unless it is the very graph cluster compiled last time, which graph's
+// RouteMemo hands on only while its objects stay the same), and so may the set of routes. After a
+// compile that did not finish (a panic), discard the Memo.
 type Memo struct {
 	// dirty holds the IDs (graph.HTTPRoute.ID) of the routes marked changed.
 	dirty     map[string]bool
