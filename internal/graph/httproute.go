@@ -113,10 +113,6 @@ func (r *HTTPRoute) Kind() string {
 	return KindHTTPRoute
 }
 
-// ID returns what names the route among the routes of every kind: "<namespace>/<name>" for an
-// HTTPRoute, "grpc:<namespace>/<name>" for a GRPCRoute, "tls:<namespace>/<name>" for a
-// TLSRoute, "tcp:<namespace>/<name>" for a TCPRoute, "udp:<namespace>/<name>" for a UDPRoute
-// (a namespace never holds a colon).
 // refs returns the route-wide ResolvedRefs condition.
 func (r *HTTPRoute) refs() metav1.Condition {
 	if r.resolvedRefs == nil {
@@ -125,6 +121,10 @@ func (r *HTTPRoute) refs() metav1.Condition {
 	return *r.resolvedRefs
 }
 
+// ID returns what names the route among the routes of every kind: "<namespace>/<name>" for an
+// HTTPRoute, "grpc:<namespace>/<name>" for a GRPCRoute, "tls:<namespace>/<name>" for a
+// TLSRoute, "tcp:<namespace>/<name>" for a TCPRoute, "udp:<namespace>/<name>" for a UDPRoute
+// (a namespace never holds a colon).
 func (r *HTTPRoute) ID() string {
 	if r.id != "" {
 		return r.id
