@@ -15,6 +15,11 @@ func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment
 	created := att.Route.Source.CreationTimestamp.Time
 	// The attachment's routes in one allocation: they live and go together, with the route.
 	routes := make([]Route, attachmentEntries(att))
+	keyHash := stringHash(key)
+	hostHashes := make([]uint64, len(att.Hostnames))
+	for i, host := range att.Hostnames {
+		hostHashes[i] = stringHash(host.Hostname)
+	}
 	for _, rule := range att.Route.Rules {
 		action := sb.compileAction(rule, l)
 		prefix := key + "/" + strconv.Itoa(rule.Index) + "/"
@@ -22,7 +27,7 @@ func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment
 			match := compileMatch(m)
 			name := prefix + strconv.Itoa(mi)
 			rank := grpcMatchRank(att.Route, rule.Index, mi)
-			for _, host := range att.Hostnames {
+			for hi, host := range att.Hostnames {
 				r := &routes[0]
 				routes = routes[1:]
 				*r = action
@@ -31,6 +36,7 @@ func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment
 				r.Match = match
 				entries = append(entries, entry{
 					route: r, origin: host.Route, created: created, routeKey: key, rule: rule.Index, match: mi, grpc: rank,
+					keyHash: keyHash, hostHash: hostHashes[hi],
 				})
 			}
 		}

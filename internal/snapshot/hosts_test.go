@@ -20,7 +20,7 @@ func TestRegroupHostsGivesTheGroupsOfAFullGrouping(t *testing.T) {
 		}
 		before := make([]entry, rng.IntN(80))
 		for i := range before {
-			before[i] = entry{route: &Route{Name: fmt.Sprint(i), Hostname: hosts[rng.IntN(len(hosts))]}}
+			before[i] = entry{route: &Route{Name: fmt.Sprint(i), Hostname: hosts[rng.IntN(len(hosts))]}}.hashed()
 		}
 		// The change: some entries dropped, some added, at random places.
 		var after []entry
@@ -34,7 +34,7 @@ func TestRegroupHostsGivesTheGroupsOfAFullGrouping(t *testing.T) {
 			after = append(after, e)
 		}
 		for range rng.IntN(4) {
-			e := entry{route: &Route{Name: "new", Hostname: hosts[rng.IntN(len(hosts))]}}
+			e := entry{route: &Route{Name: "new", Hostname: hosts[rng.IntN(len(hosts))]}}.hashed()
 			at := rng.IntN(len(after) + 1)
 			after = slices.Insert(after, at, e)
 			touched[e.route.Hostname] = true

@@ -132,24 +132,34 @@ func regroupHosts(prev []*HostRoutes, entries []entry, changed []string) []*Host
 		fresh[i] = &HostRoutes{Hostname: h}
 	}
 	var index map[string]int
+	hashes := make([]uint64, len(changed))
 	if len(changed) > maxDirtyCompared {
 		index = make(map[string]int, len(changed))
 		for i, h := range changed {
 			index[h] = i
 		}
+	} else {
+		for i, h := range changed {
+			hashes[i] = stringHash(h)
+		}
 	}
-	for _, e := range entries {
-		h := e.route.Hostname
-		i := -1
+	for i := range entries {
+		e := &entries[i]
+		at := -1
 		if index != nil {
-			if j, ok := index[h]; ok {
-				i = j
+			if j, ok := index[e.route.Hostname]; ok {
+				at = j
 			}
 		} else {
-			i = slices.Index(changed, h)
+			for j, h := range hashes {
+				if h == e.hostHash && changed[j] == e.route.Hostname {
+					at = j
+					break
+				}
+			}
 		}
-		if i >= 0 {
-			fresh[i].Routes = append(fresh[i].Routes, e.route)
+		if at >= 0 {
+			fresh[at].Routes = append(fresh[at].Routes, e.route)
 		}
 	}
 	out := make([]*HostRoutes, 0, len(prev)+len(changed))

@@ -53,14 +53,16 @@ type countedClusters struct {
 }
 
 type memoNext struct {
-	// dirtyKeys lists the routes marked changed when they are few (see isDirty).
-	dirtyKeys []string
-	vhosts    map[string]*vhostMemo
-	dups      map[string]bool
-	listeners map[string]*Listener
-	clusters  map[string]*Cluster
-	fromGraph map[*graph.Cluster]*Cluster
-	secrets   map[string]*Secret
+	// dirtyKeys lists the routes marked changed when they are few (see isDirty), and
+	// dirtyHashes their hashes.
+	dirtyKeys   []string
+	dirtyHashes []uint64
+	vhosts      map[string]*vhostMemo
+	dups        map[string]bool
+	listeners   map[string]*Listener
+	clusters    map[string]*Cluster
+	fromGraph   map[*graph.Cluster]*Cluster
+	secrets     map[string]*Secret
 }
 
 // vhostMemo is one compiled virtual host with its routes' entries in precedence order, the
@@ -112,6 +114,9 @@ func (m *Memo) begin() {
 		}
 		if len(m.dirty) <= maxDirtyCompared {
 			m.next.dirtyKeys = slices.Collect(maps.Keys(m.dirty))
+			for _, k := range m.next.dirtyKeys {
+				m.next.dirtyHashes = append(m.next.dirtyHashes, stringHash(k))
+			}
 		}
 	}
 }
@@ -222,10 +227,21 @@ func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listene
 	if hasDuplicate(freshKeys) {
 		return nil // not expected: a route attaches once per listener
 	}
-	keys := make([]string, 0, len(prev.keys)+len(freshKeys))
-	for _, k := range prev.keys {
-		if !m.isDirty(k) {
-			keys = append(keys, k)
+	var keys []string
+	if len(m.dirty) > len(m.next.dirtyKeys) {
+		keys = make([]string, 0, len(prev.keys)+len(freshKeys))
+		for _, k := range prev.keys {
+			if !m.dirty[k] {
+				keys = append(keys, k)
+			}
+		}
+	} else {
+		// In prev's array, as the entries below: each marked key found by binary search.
+		keys = prev.keys
+		for _, k := range m.next.dirtyKeys {
+			if i, found := slices.BinarySearch(keys, k); found {
+				keys = slices.Delete(keys, i, i+1)
+			}
 		}
 	}
 	keys = mergeSorted(keys, freshKeys)
@@ -247,7 +263,7 @@ func (m *Memo) compileRoutes(sb *scopeBuilder, prev *vhostMemo, l *graph.Listene
 	}
 	// In prev's array: nothing but this memo holds it, and prev is dropped (a compile that does
 	// not finish drops the whole memo).
-	cur.entries = spliceEntries(prev.entries, entries, func(e *entry) bool { return e.grpc != nil || m.isDirty(e.routeKey) }, func(e entry) {
+	cur.entries = spliceEntries(prev.entries, entries, func(e *entry) bool { return e.grpc != nil || m.isDirtyEntry(e) }, func(e entry) {
 		hosts = append(hosts, e.route.Hostname)
 		clustersOf(e, func(c string) {
 			if cur.clusters[c]--; cur.clusters[c] == 0 {
@@ -302,6 +318,20 @@ func (m *Memo) isDirty(key string) bool {
 		return m.dirty[key]
 	}
 	return slices.Contains(m.next.dirtyKeys, key)
+}
+
+// isDirtyEntry reports whether the route of an entry is marked changed, as isDirty, comparing
+// the hashes of the keys first.
+func (m *Memo) isDirtyEntry(e *entry) bool {
+	if len(m.dirty) > len(m.next.dirtyKeys) {
+		return m.dirty[e.routeKey]
+	}
+	for i, h := range m.next.dirtyHashes {
+		if h == e.keyHash && m.next.dirtyKeys[i] == e.routeKey {
+			return true
+		}
+	}
+	return false
 }
 
 // hasDuplicate reports whether sorted holds a value twice.

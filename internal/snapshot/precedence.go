@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"cmp"
+	"hash/maphash"
 	"strings"
 	"time"
 
@@ -19,6 +20,22 @@ type entry struct {
 	match    int
 	// grpc is set for the entries of a GRPCRoute, which are ordered by their own keys.
 	grpc *grpcRank
+	// keyHash and hostHash are hashes of routeKey and route.Hostname (see hashed), which the
+	// memo compares before the strings when it looks for a few keys or hostnames among every
+	// entry of a virtual host: most routes' keys and hostnames have the same length, so their
+	// strings compare byte by byte.
+	keyHash, hostHash uint64
+}
+
+// hashSeed seeds the hashes of entries.
+var hashSeed = maphash.MakeSeed()
+
+func stringHash(s string) uint64 { return maphash.String(hashSeed, s) }
+
+// hashed returns e with its hashes set.
+func (e entry) hashed() entry {
+	e.keyHash, e.hostHash = stringHash(e.routeKey), stringHash(e.route.Hostname)
+	return e
 }
 
 // grpcRank holds what orders a GRPCRoute match: the characters of its service and method.
