@@ -83,7 +83,7 @@ func (s *suite) rolloutsUnderLoad(t *testing.T) {
 		}
 	}
 	dedicated := types.NamespacedName{Namespace: namespace, Name: proxyName(gatewayRolled)}
-	if err := e2e.Poll(ctx, 2*time.Minute, 250*time.Millisecond, s.rolledOut(dedicated, nil, nil)); err != nil {
+	if err := e2e.Poll(ctx, 2*time.Minute, 250*time.Millisecond, s.rolledOut(dedicated, nil)); err != nil {
 		t.Fatalf("dedicated proxy before the rollout: %v", err)
 	}
 	sharedKey := types.NamespacedName{Namespace: wellknown.InstallNamespace, Name: sharedPool}
@@ -150,21 +150,58 @@ func (s *suite) deploymentPods(ctx context.Context, key types.NamespacedName) ([
 
 // rollout is one Deployment's rollout, watched by watchRollouts.
 type rollout struct {
+	s   *suite
 	key types.NamespacedName
 	old map[types.UID]bool
-	// draining records how long after its deletion each old pod was last seen.
-	draining map[types.UID]time.Duration
+	// seen records, for each old pod seen terminating, its deletion and when it was last seen
+	// terminating and first seen gone (zero while it is not).
+	seen map[types.UID]*drainSeen
 	// check is done when the rollout is (rolledOut, and whatever the caller adds).
 	check func(context.Context) error
 	// done is when check was first done, after the start watchRollouts was given.
 	done time.Duration
 }
 
+// drainSeen is what watchRollouts saw of an old pod's drain.
+type drainSeen struct {
+	deleted, last, gone time.Time
+}
+
 // newRollout watches the Deployment key replace its pods old.
 func (s *suite) newRollout(key types.NamespacedName, old map[types.UID]bool) *rollout {
-	r := &rollout{key: key, old: old, draining: map[types.UID]time.Duration{}}
-	r.check = s.rolledOut(key, old, r.draining)
+	r := &rollout{s: s, key: key, old: old, seen: map[types.UID]*drainSeen{}}
+	r.check = s.rolledOut(key, old)
 	return r
+}
+
+// observe records which of the old pods are terminating and which are gone. It runs at every
+// poll, whatever the Deployment's status says, so that each old pod is seen through its drain.
+func (r *rollout) observe(ctx context.Context) error {
+	pods, err := r.s.deploymentPods(ctx, r.key)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	present := map[types.UID]bool{}
+	for _, p := range pods {
+		present[p.UID] = true
+		if !r.old[p.UID] || p.DeletionTimestamp == nil {
+			continue
+		}
+		d := r.seen[p.UID]
+		if d == nil {
+			// The API server sets the deletion timestamp to the end of the grace period.
+			d = &drainSeen{deleted: p.DeletionTimestamp.Add(-time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0)) * time.Second)}
+			r.seen[p.UID] = d
+		}
+		d.last = now
+	}
+	for uid, d := range r.seen {
+		if !present[uid] && d.gone.IsZero() {
+			d.gone = now
+		}
+	}
+	return nil
 }
 
 // watchRollouts checks every rollout together, every 250 ms, so that each old pod is seen while
@@ -174,6 +211,10 @@ func watchRollouts(ctx context.Context, start time.Time, timeout time.Duration, 
 		var errs []error
 		for _, r := range rollouts {
 			if r.done != 0 {
+				continue
+			}
+			if err := r.observe(ctx); err != nil {
+				errs = append(errs, err)
 				continue
 			}
 			if err := r.check(ctx); err != nil {
@@ -187,20 +228,32 @@ func watchRollouts(ctx context.Context, start time.Time, timeout time.Duration, 
 }
 
 // checkDrained fails t for each old pod that was not seen terminating through most of the drain
-// period: one that vanished at once was not drained, and its clients were lucky.
+// period: one that vanished at once was not drained, and its clients were lucky. A pod last seen
+// terminating too early but seen gone only more than a second later (a poll held up on a loaded
+// machine) cannot be judged either way, and is logged.
 func (r *rollout) checkDrained(t *testing.T) {
 	t.Helper()
 	for uid := range r.old {
-		if d := r.draining[uid]; d < minDrainSeen {
-			t.Errorf("old pod %s of %s was last seen terminating %s after its deletion; a drain keeps it %s at least", uid, r.key, d.Round(100*time.Millisecond), proxyDrainPeriod)
+		d := r.seen[uid]
+		if d == nil {
+			t.Errorf("old pod %s of %s was never seen terminating; a drain keeps it %s at least", uid, r.key, proxyDrainPeriod)
+			continue
 		}
+		last := d.last.Sub(d.deleted)
+		if last >= minDrainSeen {
+			continue
+		}
+		if gap := d.gone.Sub(d.last); !d.gone.IsZero() && gap > time.Second {
+			t.Logf("old pod %s of %s was last seen terminating %s after its deletion and seen gone %s later: not judged", uid, r.key, last.Round(100*time.Millisecond), gap.Round(100*time.Millisecond))
+			continue
+		}
+		t.Errorf("old pod %s of %s was last seen terminating %s after its deletion; a drain keeps it %s at least", uid, r.key, last.Round(100*time.Millisecond), proxyDrainPeriod)
 	}
 }
 
 // rolledOut is done when the Deployment's rollout completed (its controller saw the latest
 // template, every replica updated and available) and none of the pods in old is left.
-// draining, when not nil, records for each old pod how long after its deletion it was last seen.
-func (s *suite) rolledOut(key types.NamespacedName, old map[types.UID]bool, draining map[types.UID]time.Duration) func(context.Context) error {
+func (s *suite) rolledOut(key types.NamespacedName, old map[types.UID]bool) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var d appsv1.Deployment
 		if err := s.client.Get(ctx, key, &d); err != nil {
@@ -225,11 +278,7 @@ func (s *suite) rolledOut(key types.NamespacedName, old map[types.UID]bool, drai
 			if p.DeletionTimestamp != nil {
 				// The API server sets the deletion timestamp to the end of the grace period.
 				deleted := p.DeletionTimestamp.Add(-time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0)) * time.Second)
-				since := time.Since(deleted)
-				state = "terminating since " + since.Round(100*time.Millisecond).String()
-				if draining != nil {
-					draining[p.UID] = max(draining[p.UID], since)
-				}
+				state = "terminating since " + time.Since(deleted).Round(100*time.Millisecond).String()
 			}
 			left = append(left, p.Name+" "+state)
 		}
