@@ -229,8 +229,9 @@ func watchRollouts(ctx context.Context, start time.Time, timeout time.Duration, 
 
 // checkDrained fails t for each old pod that was not seen terminating through most of the drain
 // period: one that vanished at once was not drained, and its clients were lucky. A pod last seen
-// terminating too early but seen gone only more than a second later (a poll held up on a loaded
-// machine) cannot be judged either way, and is logged.
+// terminating too early but seen gone only more than a second later, and not before the drain
+// could have ended (a poll held up on a loaded machine), cannot be judged either way, and is
+// logged.
 func (r *rollout) checkDrained(t *testing.T) {
 	t.Helper()
 	for uid := range r.old {
@@ -243,8 +244,8 @@ func (r *rollout) checkDrained(t *testing.T) {
 		if last >= minDrainSeen {
 			continue
 		}
-		if gap := d.gone.Sub(d.last); !d.gone.IsZero() && gap > time.Second {
-			t.Logf("old pod %s of %s was last seen terminating %s after its deletion and seen gone %s later: not judged", uid, r.key, last.Round(100*time.Millisecond), gap.Round(100*time.Millisecond))
+		if gone := d.gone.Sub(d.deleted); !d.gone.IsZero() && gone >= minDrainSeen && d.gone.Sub(d.last) > time.Second {
+			t.Logf("old pod %s of %s was last seen terminating %s after its deletion and seen gone %s after it: not judged", uid, r.key, last.Round(100*time.Millisecond), gone.Round(100*time.Millisecond))
 			continue
 		}
 		t.Errorf("old pod %s of %s was last seen terminating %s after its deletion; a drain keeps it %s at least", uid, r.key, last.Round(100*time.Millisecond), proxyDrainPeriod)
