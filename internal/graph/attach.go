@@ -109,18 +109,16 @@ func routeHostnames(r *HTTPRoute) []string {
 // addRoute attaches a route; a route reaching the listener through two parentRefs counts once.
 // a, when not nil, is where the attachment is kept.
 func (l *Listener) addRoute(r *HTTPRoute, hostnames []AttachedHostname, a *Attachment) {
-	if n := len(l.Routes); n > 0 && l.Routes[n-1].Route == r {
-		return
-	}
 	if a == nil {
 		a = &Attachment{}
 	}
 	a.Route, a.Hostnames = r, hostnames
-	l.Routes = append(l.Routes, a)
+	l.addAttachment(a)
 }
 
-// addAttachment attaches a route as a, which is not modified: an attachment an earlier Build
-// made of a route it hands on.
+// addAttachment attaches a route as a, which is not modified (an attachment an earlier Build
+// made of a route it hands on, or one addRoute just filled); a route reaching the listener
+// through two parentRefs counts once.
 func (l *Listener) addAttachment(a *Attachment) {
 	if n := len(l.Routes); n > 0 && l.Routes[n-1].Route == a.Route {
 		return

@@ -191,7 +191,7 @@ func (m *RouteMemo) isDirty(key types.NamespacedName, few []types.NamespacedName
 
 // fewDirty lists the routes marked changed when there are few, for isDirty.
 func (m *RouteMemo) fewDirty() []types.NamespacedName {
-	if len(m.dirty) > maxDirtyCompared {
+	if len(m.dirty) > FewMarks {
 		return nil
 	}
 	out := make([]types.NamespacedName, 0, len(m.dirty))
@@ -201,8 +201,10 @@ func (m *RouteMemo) fewDirty() []types.NamespacedName {
 	return out
 }
 
-// maxDirtyCompared is the most marked routes isDirty compares a key with one by one.
-const maxDirtyCompared = 8
+// FewMarks is the most routes marked changed that a walk over every route (of a Build, or of a
+// virtual host in snapshot's compile memo) compares with each key one by one; with more, it
+// looks each key up in the marks.
+const FewMarks = 8
 
 // reuse attaches r, the HTTPRoute the last Build made of a route that has not changed since and
 // whose parents the memo holds for this generation, to this Build's listeners as it attached

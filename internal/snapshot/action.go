@@ -16,9 +16,10 @@ func (sb *scopeBuilder) compileAttachment(entries []entry, att *graph.Attachment
 	// The attachment's routes in one allocation: they live and go together, with the route.
 	routes := make([]Route, attachmentEntries(att))
 	keyHash := stringHash(key)
-	hostHashes := make([]uint64, len(att.Hostnames))
-	for i, host := range att.Hostnames {
-		hostHashes[i] = stringHash(host.Hostname)
+	var few [4]uint64 // most attachments have a hostname or two: no allocation for them
+	hostHashes := few[:0]
+	for _, host := range att.Hostnames {
+		hostHashes = append(hostHashes, stringHash(host.Hostname))
 	}
 	for _, rule := range att.Route.Rules {
 		action := sb.compileAction(rule, l)

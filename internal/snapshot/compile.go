@@ -61,7 +61,7 @@ func CompileScope(p ScopePlan, clusters []*graph.Cluster, memo *Memo) *Snapshot 
 	sb.memo = memo
 	for _, gc := range clusters {
 		if gc.TLS != nil && !gc.TLS.FailClosed {
-			sb.clientCertClusters = append(sb.clientCertClusters, gc.Key.String())
+			sb.clientCertClusters = append(sb.clientCertClusters, gc.Name())
 		}
 	}
 	for _, gw := range p.Gateways {

@@ -25,7 +25,7 @@ func TestRegroupHostsGivesTheGroupsOfAFullGrouping(t *testing.T) {
 		// The change: some entries dropped, some added, at random places.
 		var after []entry
 		touched := map[string]bool{}
-		drop := 2 + rng.IntN(8) // one in 2 to one in 9, so that at times more than maxDirtyCompared hostnames change
+		drop := 2 + rng.IntN(8) // one in 2 to one in 9, so that at times more than graph.FewMarks hostnames change
 		for _, e := range before {
 			if rng.IntN(drop) == 0 {
 				touched[e.route.Hostname] = true

@@ -133,7 +133,7 @@ func regroupHosts(prev []*HostRoutes, entries []entry, changed []string) []*Host
 	}
 	var index map[string]int
 	hashes := make([]uint64, len(changed))
-	if len(changed) > maxDirtyCompared {
+	if len(changed) > graph.FewMarks {
 		index = make(map[string]int, len(changed))
 		for i, h := range changed {
 			index[h] = i

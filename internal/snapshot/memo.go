@@ -112,7 +112,7 @@ func (m *Memo) begin() {
 			fromGraph: make(map[*graph.Cluster]*Cluster, len(m.fromGraph)),
 			secrets:   make(map[string]*Secret, len(m.secrets)),
 		}
-		if len(m.dirty) <= maxDirtyCompared {
+		if len(m.dirty) <= graph.FewMarks {
 			m.next.dirtyKeys = slices.Collect(maps.Keys(m.dirty))
 			for _, k := range m.next.dirtyKeys {
 				m.next.dirtyHashes = append(m.next.dirtyHashes, stringHash(k))
@@ -120,9 +120,6 @@ func (m *Memo) begin() {
 		}
 	}
 }
-
-// maxDirtyCompared is the most marked routes isDirty compares a key with one by one.
-const maxDirtyCompared = 8
 
 // finish makes this compile's results the memo, dropping what it no longer produced.
 func (m *Memo) finish(*scopeBuilder) {

@@ -83,7 +83,7 @@ func (s *suite) rolloutsUnderLoad(t *testing.T) {
 		}
 	}
 	dedicated := types.NamespacedName{Namespace: namespace, Name: proxyName(gatewayRolled)}
-	if err := e2e.Poll(ctx, 2*time.Minute, 250*time.Millisecond, s.rolledOut(dedicated, nil)); err != nil {
+	if err := e2e.Poll(ctx, 2*time.Minute, 250*time.Millisecond, s.rolledOut(dedicated, nil, nil)); err != nil {
 		t.Fatalf("dedicated proxy before the rollout: %v", err)
 	}
 	sharedKey := types.NamespacedName{Namespace: wellknown.InstallNamespace, Name: sharedPool}
@@ -141,16 +141,26 @@ func (s *suite) deploymentPods(ctx context.Context, key types.NamespacedName) ([
 	if err := s.client.Get(ctx, key, &d); err != nil {
 		return nil, err
 	}
+	return s.podsOf(ctx, &d)
+}
+
+// podsOf returns every pod of Deployment d (by its selector), terminating ones included.
+func (s *suite) podsOf(ctx context.Context, d *appsv1.Deployment) ([]corev1.Pod, error) {
 	var list corev1.PodList
-	if err := s.client.List(ctx, &list, client.InNamespace(key.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+	if err := s.client.List(ctx, &list, client.InNamespace(d.Namespace), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
 		return nil, err
 	}
 	return list.Items, nil
 }
 
+// deletedAt returns when a terminating pod was deleted: the API server sets its deletion
+// timestamp to the end of the grace period.
+func deletedAt(p *corev1.Pod) time.Time {
+	return p.DeletionTimestamp.Add(-time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0)) * time.Second)
+}
+
 // rollout is one Deployment's rollout, watched by watchRollouts.
 type rollout struct {
-	s   *suite
 	key types.NamespacedName
 	old map[types.UID]bool
 	// seen records, for each old pod seen terminating, its deletion and when it was last seen
@@ -169,18 +179,15 @@ type drainSeen struct {
 
 // newRollout watches the Deployment key replace its pods old.
 func (s *suite) newRollout(key types.NamespacedName, old map[types.UID]bool) *rollout {
-	r := &rollout{s: s, key: key, old: old, seen: map[types.UID]*drainSeen{}}
-	r.check = s.rolledOut(key, old)
+	r := &rollout{key: key, old: old, seen: map[types.UID]*drainSeen{}}
+	r.check = s.rolledOut(key, old, r.observe)
 	return r
 }
 
-// observe records which of the old pods are terminating and which are gone. It runs at every
-// poll, whatever the Deployment's status says, so that each old pod is seen through its drain.
-func (r *rollout) observe(ctx context.Context) error {
-	pods, err := r.s.deploymentPods(ctx, r.key)
-	if err != nil {
-		return err
-	}
+// observe records, from the pods of the Deployment, which of the old pods are terminating and
+// which are gone. rolledOut calls it at every poll, whatever the Deployment's status says, so
+// that each old pod is seen through its drain.
+func (r *rollout) observe(pods []corev1.Pod) {
 	now := time.Now()
 	present := map[types.UID]bool{}
 	for _, p := range pods {
@@ -190,8 +197,7 @@ func (r *rollout) observe(ctx context.Context) error {
 		}
 		d := r.seen[p.UID]
 		if d == nil {
-			// The API server sets the deletion timestamp to the end of the grace period.
-			d = &drainSeen{deleted: p.DeletionTimestamp.Add(-time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0)) * time.Second)}
+			d = &drainSeen{deleted: deletedAt(&p)}
 			r.seen[p.UID] = d
 		}
 		d.last = now
@@ -201,7 +207,6 @@ func (r *rollout) observe(ctx context.Context) error {
 			d.gone = now
 		}
 	}
-	return nil
 }
 
 // watchRollouts checks every rollout together, every 250 ms, so that each old pod is seen while
@@ -211,10 +216,6 @@ func watchRollouts(ctx context.Context, start time.Time, timeout time.Duration, 
 		var errs []error
 		for _, r := range rollouts {
 			if r.done != 0 {
-				continue
-			}
-			if err := r.observe(ctx); err != nil {
-				errs = append(errs, err)
 				continue
 			}
 			if err := r.check(ctx); err != nil {
@@ -254,21 +255,26 @@ func (r *rollout) checkDrained(t *testing.T) {
 
 // rolledOut is done when the Deployment's rollout completed (its controller saw the latest
 // template, every replica updated and available) and none of the pods in old is left.
-func (s *suite) rolledOut(key types.NamespacedName, old map[types.UID]bool) func(context.Context) error {
+// observe, when not nil, is given the Deployment's pods at every call, before the status is
+// looked at.
+func (s *suite) rolledOut(key types.NamespacedName, old map[types.UID]bool, observe func([]corev1.Pod)) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var d appsv1.Deployment
 		if err := s.client.Get(ctx, key, &d); err != nil {
 			return err
+		}
+		pods, err := s.podsOf(ctx, &d)
+		if err != nil {
+			return err
+		}
+		if observe != nil {
+			observe(pods)
 		}
 		want := ptr.Deref(d.Spec.Replicas, 1)
 		st := d.Status
 		if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
 			return fmt.Errorf("deployment %s: generation %d observed %d, %d replicas, %d updated, %d available, want %d",
 				key, d.Generation, st.ObservedGeneration, st.Replicas, st.UpdatedReplicas, st.AvailableReplicas, want)
-		}
-		pods, err := s.deploymentPods(ctx, key)
-		if err != nil {
-			return err
 		}
 		var left []string
 		for _, p := range pods {
@@ -277,9 +283,7 @@ func (s *suite) rolledOut(key types.NamespacedName, old map[types.UID]bool) func
 			}
 			state := "running"
 			if p.DeletionTimestamp != nil {
-				// The API server sets the deletion timestamp to the end of the grace period.
-				deleted := p.DeletionTimestamp.Add(-time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0)) * time.Second)
-				state = "terminating since " + time.Since(deleted).Round(100*time.Millisecond).String()
+				state = "terminating since " + time.Since(deletedAt(&p)).Round(100*time.Millisecond).String()
 			}
 			left = append(left, p.Name+" "+state)
 		}

@@ -89,7 +89,7 @@ func TestUpgrade(t *testing.T) {
 	controller := types.NamespacedName{Namespace: wellknown.InstallNamespace, Name: controllerName}
 	shared := types.NamespacedName{Namespace: wellknown.InstallNamespace, Name: sharedPool}
 	dedicated := types.NamespacedName{Namespace: namespace, Name: proxyName(gatewayRolled)}
-	if err := e2e.Poll(ctx, 2*time.Minute, 250*time.Millisecond, s.rolledOut(dedicated, nil)); err != nil {
+	if err := e2e.Poll(ctx, 2*time.Minute, 250*time.Millisecond, s.rolledOut(dedicated, nil, nil)); err != nil {
 		t.Fatalf("dedicated proxy before the upgrade: %v", err)
 	}
 	for key, image := range map[types.NamespacedName]string{controller: from["operator"], shared: from["proxy"], dedicated: from["proxy"]} {
