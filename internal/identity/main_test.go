@@ -22,9 +22,10 @@ import (
 
 // The API server every test of the package shares.
 var (
-	scheme    *runtime.Scheme
-	k8sClient client.Client
-	clientset kubernetes.Interface
+	scheme     *runtime.Scheme
+	k8sClient  client.Client
+	clientset  kubernetes.Interface
+	restConfig *rest.Config
 )
 
 func TestMain(m *testing.M) {
@@ -32,6 +33,7 @@ func TestMain(m *testing.M) {
 }
 
 func setup(cfg *rest.Config) (err error) {
+	restConfig = cfg
 	scheme = runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
