@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
@@ -216,5 +219,64 @@ func TestInformationalIsNotRelayedToHTTP10(t *testing.T) {
 				t.Errorf("first status line %q, want the 200", got)
 			}
 		})
+	}
+}
+
+// trailerNames is a raw backend that reads each request's body to its end and answers with
+// the names of the trailers that came with it, sorted.
+func trailerNames(b *rawBackend, br *bufio.Reader, c net.Conn) {
+	for {
+		r, err := b.read(br)
+		if err != nil {
+			return
+		}
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return
+		}
+		var names []string
+		for name := range r.Trailer {
+			if r.Trailer.Get(name) != "" {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		body := strings.Join(names, ",")
+		if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+			return
+		}
+	}
+}
+
+// Tests that request trailers whose names hold an underscore are dropped as such fields are,
+// over HTTP/1.1 and HTTP/2, while others reach the backend; AllowUnderscoresInHeaders
+// forwards them.
+func TestTrailersWithUnderscoresAreDropped(t *testing.T) {
+	t.Parallel()
+	be := newRawBackend(t, trailerNames)
+	for _, allow := range []bool{false, true} {
+		d := start(t, dataplane.Options{Forward: forward.Options{AllowUnderscoresInHeaders: allow}})
+		proxy := routeAll(t, d, be.addr())
+		check := func(proto string, status int, got string) {
+			t.Helper()
+			if status != 200 || !strings.Contains(got, "X-Kept") || strings.Contains(got, "_") != allow {
+				t.Errorf("%s, underscores allowed %t: got %d, backend received trailers %q", proto, allow, status, got)
+			}
+		}
+		c, br := rawConn(t, proxy)
+		resp, body := roundTrip(t, c, br, "POST / HTTP/1.1\r\nHost: x\r\nTrailer: X_Secret, X-Kept\r\nTransfer-Encoding: chunked\r\n\r\n"+
+			"2\r\nhi\r\n0\r\nX_Secret: 1\r\nX-Kept: 1\r\n\r\n")
+		check("HTTP/1.1", resp.StatusCode, body)
+		h := dialH2(t, proxy)
+		h.request(1, false, ":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/", "trailer", "x_secret, x-kept")
+		if err := h.fr.WriteData(1, false, []byte("hi")); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.fr.WriteHeaders(http2.HeadersFrameParam{
+			StreamID: 1, BlockFragment: h.headerBlock("x_secret", "1", "x-kept", "1"), EndStream: true, EndHeaders: true,
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got := h.await(1)
+		check("HTTP/2", got.status, string(got.body))
 	}
 }
