@@ -71,12 +71,15 @@ func setForwarding(hdr http.Header, remoteAddr, host string, l *Listener) {
 	if h, _, err := splitHostPort(remoteAddr); err == nil {
 		client = h
 	}
-	hdr[headerXForwardedFor] = []string{forwardedFor(hdr[headerXForwardedFor], client)}
-	hdr[headerXForwardedProto] = []string{l.Scheme}
-	hdr[headerXForwardedHost] = []string{host}
-	hdr[headerXForwardedPort] = []string{strconv.FormatUint(uint64(l.Port), 10)}
-	hdr[headerXRealIP] = []string{client}
-	hdr[headerForwarded] = []string{forwardedElement(client, host, l.Scheme)}
+	// One array holds the six values, each field a slice of one of them: one allocation.
+	vs := [len(forwardingFields)]string{
+		forwardedElement(client, host, l.Scheme), forwardedFor(hdr[headerXForwardedFor], client), host,
+		strconv.FormatUint(uint64(l.Port), 10), l.Scheme, client,
+	}
+	all := vs[:]
+	for i, name := range forwardingFields {
+		hdr[name] = all[i : i+1 : i+1]
+	}
 }
 
 // forwardedElement returns the one Forwarded element (RFC 7239 4) the proxy sends: for=, host=
