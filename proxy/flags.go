@@ -52,6 +52,8 @@ type options struct {
 	snapshotCache    string
 	http1Engine      string
 	limits           limits
+	// allowUnderscores forwards request fields whose names hold an underscore.
+	allowUnderscores bool
 	printVersion     bool
 }
 
@@ -298,6 +300,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout,
 		"How long, after the drain period, connections get to finish their requests, downloads and WebSocket tunnels; then the rest are closed.")
 	o.limits.register(fs)
+	fs.BoolVar(&o.allowUnderscores, "allow-underscores-in-headers", false,
+		"Forward request header fields whose names hold an underscore (X_Auth_User), which are dropped otherwise: CGI and the frameworks built on it read them as the dashed name.")
 	fs.StringVar(&o.http1Engine, "http1-engine", string(http1.DefaultEngine),
 		"HTTP/1.1 engine of the listeners and of the connections to backends: native (the proxy's own strict codec) or nethttp (Go's net/http).")
 	fs.StringVar(&o.snapshotCache, "snapshot-cache", "",

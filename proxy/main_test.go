@@ -235,3 +235,21 @@ func get(t *testing.T, url string) (int, string) {
 	}
 	return resp.StatusCode, strings.TrimSpace(string(b))
 }
+
+// Tests that fields with underscores are dropped unless --allow-underscores-in-headers says
+// otherwise.
+func TestParseFlagsUnderscores(t *testing.T) {
+	t.Setenv("POD_NAME", "shared-proxy-7d9f")
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--allow-underscores-in-headers"}, true}} {
+		o, err := parseFlags(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.allowUnderscores != tc.want {
+			t.Errorf("parseFlags(%q): allowUnderscores %v, want %v", tc.args, o.allowUnderscores, tc.want)
+		}
+	}
+}

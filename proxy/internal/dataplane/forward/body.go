@@ -170,8 +170,11 @@ func (b *requestBody) ended() {
 		return
 	}
 	_ = b.x.rc.SetReadDeadline(time.Time{})
-	if b.x.r.Trailer != nil {
-		dropManagedTrailers(b.x.r.Trailer, b.x.route)
+	if t := b.x.r.Trailer; t != nil {
+		dropManagedTrailers(t, b.x.route)
+		if !b.x.h.opts.AllowUnderscoresInHeaders {
+			dropUnderscoreFields(t) // the trailers as they arrived, announced or not
+		}
 	}
 }
 

@@ -318,8 +318,7 @@ func (x *exchange) outbound(ctx context.Context, ep *upstream.Endpoint, body *re
 			host = rw.Hostname
 		}
 	}
-	hdr[headerXForwardedFor] = []string{forwardedFor(hdr[headerXForwardedFor], in.RemoteAddr)}
-	hdr[headerXForwardedProto] = []string{x.listener.Scheme}
+	setForwarding(hdr, in.RemoteAddr, in.Host, x.listener)
 	if upgrade {
 		hdr[headerConnection] = []string{"Upgrade"}
 		hdr[headerUpgrade] = in.Header[headerUpgrade]
@@ -347,12 +346,17 @@ func (x *exchange) outbound(ctx context.Context, ep *upstream.Endpoint, body *re
 // backendRequestHeaders applies the chosen backend's request header modifiers, after the
 // route's, leaving the fields the proxy sets itself as the route's modifiers leave them.
 func backendRequestHeaders(hdr http.Header, f *router.BackendFilters, upgrade bool) {
-	xff, xfp := hdr[headerXForwardedFor], hdr[headerXForwardedProto]
+	var fwd [len(forwardingFields)][]string
+	for i, name := range forwardingFields {
+		fwd[i] = hdr[name]
+	}
 	conn, up := hdr[headerConnection], hdr[headerUpgrade]
 	for _, m := range f.RequestHeaders {
 		modifyHeaders(hdr, m)
 	}
-	hdr[headerXForwardedFor], hdr[headerXForwardedProto] = xff, xfp
+	for i, name := range forwardingFields {
+		hdr[name] = fwd[i]
+	}
 	if upgrade {
 		hdr[headerConnection], hdr[headerUpgrade] = conn, up
 	}

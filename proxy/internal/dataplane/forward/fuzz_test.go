@@ -148,9 +148,17 @@ func FuzzHeaderFilters(f *testing.F) {
 		if got := out.Values("X-Set"); len(got) != 1 || got[0] != "v" {
 			t.Fatalf("set left %q", got)
 		}
-		got := forwardedFor(out["X-Forwarded-For"], "192.0.2.1:4000")
-		if !strings.HasSuffix(got, "192.0.2.1") {
+		setForwarding(out, "192.0.2.1:4000", "x.example:8080", &Listener{Port: 80, Scheme: "http"})
+		if got := out.Values("X-Forwarded-For"); len(got) != 1 || !strings.HasSuffix(got[0], "192.0.2.1") {
 			t.Fatalf("X-Forwarded-For %q does not end with the client", got)
+		}
+		for k, want := range map[string]string{
+			"Forwarded": `for=192.0.2.1;host="x.example:8080";proto=http`, "X-Forwarded-Host": "x.example:8080",
+			"X-Forwarded-Port": "80", "X-Forwarded-Proto": "http", "X-Real-Ip": "192.0.2.1",
+		} {
+			if got := out[k]; len(got) != 1 || got[0] != want {
+				t.Fatalf("%s %q, want %q", k, got, want)
+			}
 		}
 	})
 }

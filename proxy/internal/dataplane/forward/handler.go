@@ -65,6 +65,9 @@ type Options struct {
 	// NoRequestID turns request IDs off: the client's field goes to the backend unchecked and
 	// none is generated.
 	NoRequestID bool
+	// AllowUnderscoresInHeaders forwards request fields whose names hold an underscore, which
+	// are dropped otherwise (see dropUnderscoreFields).
+	AllowUnderscoresInHeaders bool
 	// ReplaceRequestID generates a new ID for every request, whatever the client sent.
 	ReplaceRequestID bool
 	// AccessLog, when set, gets one entry per request.
@@ -206,6 +209,11 @@ func (h *Handler) HTTP(l *Listener) http.Handler {
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
 	x := exchange{h: h, w: w, r: r, listener: l, state: h.state.Load(), start: time.Now()}
+	if !h.opts.AllowUnderscoresInHeaders {
+		// Before anything reads the fields: the request ID, routing, the filters.
+		dropUnderscoreFields(r.Header)
+		dropUnderscoreFields(r.Trailer)
+	}
 	x.requestID, x.requestIDValues = h.requestID(r)
 	if h.opts.Tracer != nil {
 		x.startSpan()

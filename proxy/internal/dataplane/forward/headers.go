@@ -2,7 +2,9 @@ package forward
 
 import (
 	"net/http"
+	"net/netip"
 	"net/textproto"
+	"strconv"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -12,8 +14,12 @@ import (
 
 // Header names the forwarder sets, strips or checks.
 const (
+	headerForwarded       = "Forwarded"
 	headerXForwardedFor   = "X-Forwarded-For"
+	headerXForwardedHost  = "X-Forwarded-Host"
+	headerXForwardedPort  = "X-Forwarded-Port"
 	headerXForwardedProto = "X-Forwarded-Proto"
+	headerXRealIP         = "X-Real-Ip"
 	headerConnection      = "Connection"
 	headerUpgrade         = "Upgrade"
 	headerTE              = "Te"
@@ -38,17 +44,139 @@ var hopByHop = map[string]bool{
 	"Http2-Settings":      true,
 }
 
-// clientCertHeader says whether the canonical field name is one through which proxies pass
-// a client's certificate to backends: X-Forwarded-Client-Cert (Envoy), Client-Cert and
-// Client-Cert-Chain (RFC 9440), X-SSL-Client-* (nginx, HAProxy), X-Client-Cert* and
-// X-ARR-ClientCert (IIS). The proxy sends none of them: a backend may only ever see them
-// forged.
-func clientCertHeader(name string) bool {
-	switch name {
-	case "X-Forwarded-Client-Cert", "Client-Cert", "Client-Cert-Chain", "X-Arr-Clientcert":
-		return true
+// forwardingFields are the fields through which a backend learns of the client and of the
+// request as it arrived: its address, the scheme, Host and port it reached the proxy by. The
+// proxy sets every one of them on every request from what it knows (setForwarding), whatever
+// the client sent in them.
+var forwardingFields = [...]string{
+	headerForwarded, headerXForwardedFor, headerXForwardedHost, headerXForwardedPort, headerXForwardedProto, headerXRealIP,
+}
+
+// forwardingField says whether the canonical field name is one of forwardingFields.
+func forwardingField(name string) bool {
+	for _, f := range forwardingFields {
+		if name == f {
+			return true
+		}
 	}
-	return strings.HasPrefix(name, "X-Ssl-Client") || strings.HasPrefix(name, "X-Client-Cert")
+	return false
+}
+
+// setForwarding sets the forwarding fields of an upstream request from what the proxy knows:
+// the client's address (remoteAddr), the Host the request arrived with, the listener's scheme
+// and port. X-Forwarded-For keeps the list the client sent before the client's address, which
+// ends it; every other field holds the proxy's value alone.
+func setForwarding(hdr http.Header, remoteAddr, host string, l *Listener) {
+	client := remoteAddr
+	if h, _, err := splitHostPort(remoteAddr); err == nil {
+		client = h
+	}
+	// One array holds the six values, each field a slice of one of them: one allocation.
+	vs := [len(forwardingFields)]string{
+		forwardedElement(client, host, l.Scheme), forwardedFor(hdr[headerXForwardedFor], client), host,
+		strconv.FormatUint(uint64(l.Port), 10), l.Scheme, client,
+	}
+	all := vs[:]
+	for i, name := range forwardingFields {
+		hdr[name] = all[i : i+1 : i+1]
+	}
+}
+
+// forwardedElement returns the one Forwarded element (RFC 7239 4) the proxy sends: for=, host=
+// and proto=, each value quoted when it is not a token (an IPv6 address in brackets, a host
+// with a port).
+func forwardedElement(client, host, scheme string) string {
+	if ip, err := netip.ParseAddr(client); err == nil && ip.Is6() {
+		client = "[" + client + "]"
+	}
+	var b strings.Builder
+	b.Grow(len(client) + len(host) + len(scheme) + 24)
+	b.WriteString("for=")
+	writeForwardedValue(&b, client)
+	b.WriteString(";host=")
+	writeForwardedValue(&b, host)
+	b.WriteString(";proto=")
+	writeForwardedValue(&b, scheme)
+	return b.String()
+}
+
+// writeForwardedValue writes v as a token, or quoted when it is not one. The values are an
+// address, a validated Host and a scheme: they hold neither '"' nor '\'.
+func writeForwardedValue(b *strings.Builder, v string) {
+	if v != "" && strings.IndexFunc(v, func(r rune) bool { return r >= 0x80 || !httpguts.IsTokenRune(r) }) < 0 {
+		b.WriteString(v)
+		return
+	}
+	b.WriteByte('"')
+	b.WriteString(v)
+	b.WriteByte('"')
+}
+
+// clientCertHeader says whether the field name is one through which proxies pass a client's
+// certificate, or its verdict, to backends: X-Forwarded-Client-Cert (Envoy), Client-Cert and
+// Client-Cert-Chain (RFC 9440), X-SSL-* (nginx, HAProxy), SSL-Client-* (nginx's variables as
+// fields), X-Client-Cert*, X-Client-Verify, X-Client-DN and the like, X-Forwarded-TLS-Client-*
+// (Traefik), X-TLS-Client-*, X-Amzn-Mtls-Clientcert* (AWS), X-ARR-ClientCert (IIS) and Cert-*.
+// Names are compared as CGI and the frameworks reading its variables compare them: case and
+// '_' against '-' do not tell them apart, so X_ssl_client_verify is X-SSL-Client-Verify. The
+// proxy sends none of them: a backend may only ever see them forged.
+func clientCertHeader(name string) bool {
+	for _, p := range clientCertPrefixes {
+		if normalPrefix(name, p) {
+			return true
+		}
+	}
+	for _, n := range clientCertNames {
+		if len(name) == len(n) && normalPrefix(name, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// The client certificate fields, in lower case with dashes: prefixes of names, and whole names.
+var (
+	clientCertPrefixes = [...]string{
+		"x-forwarded-client-cert", "client-cert", "x-ssl-", "ssl-client", "x-client-cert",
+		"x-forwarded-tls-client", "x-tls-client", "x-amzn-mtls-clientcert", "cert-",
+	}
+	clientCertNames = [...]string{
+		"x-arr-clientcert", "x-client-verify", "x-client-dn", "x-client-s-dn", "x-client-i-dn",
+		"x-client-subject", "x-client-issuer", "x-client-serial", "x-client-fingerprint",
+	}
+)
+
+// normalPrefix says whether name starts with prefix, a lower-case name with dashes, when
+// upper case and '_' in name count as lower case and '-'.
+func normalPrefix(name, prefix string) bool {
+	if len(name) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := name[i]
+		switch {
+		case c == '_':
+			c = '-'
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// dropUnderscoreFields removes from h every field whose name holds an underscore, as nginx
+// does by default (underscores_in_headers off): CGI turns '-' into '_' when it makes a
+// field a variable, and so do the frameworks built on it, so that X_Auth_User reaches a
+// backend as the X-Auth-User a route's filter or the backend's own front end controls.
+func dropUnderscoreFields(h http.Header) {
+	for name := range h {
+		if strings.IndexByte(name, '_') >= 0 {
+			delete(h, name)
+		}
+	}
 }
 
 // dropClientCertHeaders removes from h every field that claims a client certificate (see
@@ -113,7 +241,7 @@ func modifyHeaders(h http.Header, m *router.HeaderModifier) {
 // where it would escape the proxy's handling.
 func managed(r *router.Route, name string) bool {
 	name = textproto.CanonicalMIMEHeaderKey(name)
-	if hopByHop[name] || name == headerXForwardedFor || name == headerXForwardedProto || clientCertHeader(name) ||
+	if hopByHop[name] || forwardingField(name) || clientCertHeader(name) ||
 		!httpguts.ValidTrailerHeader(name) {
 		return true
 	}
@@ -209,11 +337,7 @@ func upgradesToWebSocket(resp *http.Response) bool {
 
 // forwardedFor returns the X-Forwarded-For value to send: every value the request brought,
 // as one list, then the client's address.
-func forwardedFor(prior []string, remoteAddr string) string {
-	client := remoteAddr
-	if host, _, err := splitHostPort(remoteAddr); err == nil {
-		client = host
-	}
+func forwardedFor(prior []string, client string) string {
 	if len(prior) == 0 {
 		return client
 	}

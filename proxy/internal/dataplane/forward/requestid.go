@@ -22,7 +22,7 @@ func CheckRequestIDHeader(name string) error {
 	switch {
 	case !httpguts.ValidHeaderFieldName(name):
 		return fmt.Errorf("request ID header %q is not a field name", name)
-	case hopByHop[canonical] || canonical == headerXForwardedFor || canonical == headerXForwardedProto || clientCertHeader(canonical):
+	case hopByHop[canonical] || forwardingField(canonical) || clientCertHeader(canonical):
 		return fmt.Errorf("request ID header %q is a field the proxy manages", name)
 	}
 	return nil

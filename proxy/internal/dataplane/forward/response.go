@@ -17,9 +17,10 @@ import (
 var errBackendIdle = errors.New("backend sent nothing within the idle timeout")
 
 // informational relays a 103 Early Hints to the client as it arrives; other 1xx stay between
-// the proxy and the backend (the proxy answers Expect itself).
+// the proxy and the backend (the proxy answers Expect itself). An HTTP/1.0 client gets none:
+// a server must not send it a 1xx (RFC 9110 15.2), which it would take for the final response.
 func (x *exchange) informational(code int, header textproto.MIMEHeader) error {
-	if code != http.StatusEarlyHints || x.wrote {
+	if code != http.StatusEarlyHints || x.wrote || !x.r.ProtoAtLeast(1, 1) {
 		return nil
 	}
 	hdr := x.w.Header()

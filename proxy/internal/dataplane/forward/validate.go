@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/router"
 )
 
@@ -15,6 +16,7 @@ import (
 const (
 	reasonBadMethod        = "bad_method"
 	reasonMethodNotAllowed = "method_not_allowed"
+	reasonMethodCase       = http1.ReasonMethodCase
 	reasonUserinfo         = "userinfo_in_target"
 	reasonBadHost          = "bad_host"
 	reasonBadPath          = "bad_path"
@@ -60,6 +62,11 @@ func (x *exchange) validate() (int, string) {
 	case !httpguts.ValidHeaderFieldName(r.Method):
 		// A method is a token (RFC 9110 9.1); HTTP/2 hands over any :method.
 		return http.StatusBadRequest, reasonBadMethod
+	case http1.HasLowerCase(r.Method):
+		// Before routing and before the check of CONNECT and TRACE, which a `connect` or
+		// `trace` would pass: the native engine refuses it already, net/http and HTTP/2 hand
+		// it over as it came.
+		return http.StatusBadRequest, reasonMethodCase
 	case r.Method == http.MethodConnect || r.Method == http.MethodTrace:
 		// CONNECT opens tunnels to anywhere; TRACE reflects credentials back.
 		x.w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")

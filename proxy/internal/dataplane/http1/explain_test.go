@@ -133,6 +133,9 @@ var rqAllowed = map[string]func(in []byte, h rqHead) bool{
 	ReasonObsFold: func(in []byte, h rqHead) bool {
 		return regexp.MustCompile(`\n[ \t]`).MatchString(h.raw)
 	},
+	ReasonMethodCase: func(in []byte, h rqHead) bool {
+		return regexp.MustCompile(`[a-z]`).MatchString(h.method)
+	},
 	ReasonTarget: func(in []byte, h rqHead) bool { return h.targetBad() },
 	ReasonHost: func(in []byte, h rqHead) bool {
 		a, ok := h.authority()

@@ -15,6 +15,8 @@ const (
 	ReasonRequestLine = "bad_request_line"
 	// ReasonMethod: a method that is not a token.
 	ReasonMethod = "bad_method"
+	// ReasonMethodCase: a method with a lower-case letter (see HasLowerCase).
+	ReasonMethodCase = "lowercase_method"
 	// ReasonTarget: a request-target outside origin-form, absolute-form (http, https), "*" for
 	// OPTIONS and authority-form for CONNECT, or with a byte or escape that is not allowed.
 	ReasonTarget = "bad_target"
@@ -83,6 +85,7 @@ var (
 	errEmptyLine         = &Error{http.StatusBadRequest, ReasonEmptyLine}
 	errRequestLine       = &Error{http.StatusBadRequest, ReasonRequestLine}
 	errMethod            = &Error{http.StatusBadRequest, ReasonMethod}
+	errMethodCase        = &Error{http.StatusBadRequest, ReasonMethodCase}
 	errTarget            = &Error{http.StatusBadRequest, ReasonTarget}
 	errVersion           = &Error{http.StatusBadRequest, ReasonVersion}
 	errUnsupportedVer    = &Error{http.StatusHTTPVersionNotSupported, ReasonUnsupportedVersion}

@@ -112,6 +112,9 @@ func parseRequestLine(b []byte, r *Request, maxBytes, maxLine int) (int, error) 
 	if !IsToken(r.Method) {
 		return 0, errMethod
 	}
+	if HasLowerCase(r.Method) {
+		return 0, errMethodCase
+	}
 	rest := line[sp+1:]
 	sp = bytes.IndexByte(rest, ' ')
 	if sp <= 0 {

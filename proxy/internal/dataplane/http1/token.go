@@ -44,6 +44,19 @@ func IsToken(b []byte) bool {
 	return true
 }
 
+// HasLowerCase reports whether s holds a lower-case ASCII letter. A method is case-sensitive
+// (RFC 9110 9.1) and every registered one is upper-case, but frameworks (Flask, Django, Rails)
+// upper-case what they receive: a `delete` the proxy routes as another method than DELETE
+// runs as DELETE there. The proxy refuses such a method with 400, as nginx does.
+func HasLowerCase[S ~string | ~[]byte](s S) bool {
+	for i := 0; i < len(s); i++ {
+		if 'a' <= s[i] && s[i] <= 'z' {
+			return true
+		}
+	}
+	return false
+}
+
 // IsTokenChar reports whether c may appear in a token.
 func IsTokenChar(c byte) bool { return tchar[c] }
 
