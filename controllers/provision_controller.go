@@ -57,6 +57,15 @@ const ReasonTracingEndpointNotAllowed = "TracingEndpointNotAllowed"
 // proxy carries the others.
 const ReasonTolerationNotAllowed = "TolerationNotAllowed"
 
+// ReasonProvisionRefused is the reason of the Warning event on a Gateway one of whose proxy
+// objects the API server refused: the admission policy of config/admission (a Deployment of an
+// image it does not admit, any write in a kube-* namespace or, with the namespace gate, in an
+// unlabelled one), or RBAC. The write is retried with backoff.
+const ReasonProvisionRefused = "ProvisionRefused"
+
+// maxEventNote keeps an event note under the API server's 1 KiB limit.
+const maxEventNote = 1000
+
 // errParametersLag says the graph, built from the parameters' metadata cache, found parameters
 // that the typed cache no longer holds (or not yet).
 var errParametersLag = errors.New("parameters seen by the graph are not in the cache")
@@ -140,6 +149,7 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	for _, obj := range want {
 		if err := r.apply(ctx, obj); err != nil {
+			r.reportWriteRefused(src, obj, err)
 			return ctrl.Result{}, err
 		}
 	}
@@ -338,6 +348,21 @@ func (r *ProvisionReconciler) reportRefused(ctx context.Context, gw *graph.Gatew
 			strings.Join(keys, ", "), gw.Parameters)
 		log.FromContext(ctx).Info("Left out tolerations of a Gateway's parameters", "keys", keys, "parameters", gw.Parameters)
 	}
+}
+
+// reportWriteRefused records a Warning event on gw when the API server refused to write obj
+// (Forbidden or Invalid: admission or RBAC), so that its owner sees why it has no proxy; other
+// errors are transient and only retried.
+func (r *ProvisionReconciler) reportWriteRefused(gw *gwapiv1.Gateway, obj client.Object, err error) {
+	var status apierrors.APIStatus
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return
+	}
+	note := fmt.Sprintf("The API server refused %s %s/%s: %s", kindOf(obj), obj.GetNamespace(), obj.GetName(), status.Status().Message)
+	if len(note) > maxEventNote {
+		note = note[:maxEventNote]
+	}
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ReasonProvisionRefused, "Provision", "%s", note)
 }
 
 // taken returns the first object of want whose name is held by an object the Gateway does not
