@@ -334,8 +334,9 @@ func (r *ProvisionReconciler) reportRefused(ctx context.Context, gw *graph.Gatew
 		r.Recorder.Eventf(gw.Source, nil, corev1.EventTypeWarning, ReasonTracingEndpointNotAllowed, "Provision",
 			"Tracing endpoint %q of CoxswainGatewayParameters %s is not admitted by the CoxswainConfig's spec.proxy.allowedTracingEndpoints "+
 				"(a loopback, link-local or metadata host only by an exact entry); the proxy traces as spec.proxy.tracing says",
-			m.RefusedTracingEndpoint, gw.Parameters)
-		log.FromContext(ctx).Info("Refused the tracing endpoint of a Gateway's own parameters", "endpoint", m.RefusedTracingEndpoint, "parameters", gw.Parameters)
+			provision.RedactedEndpoint(m.RefusedTracingEndpoint), gw.Parameters)
+		log.FromContext(ctx).Info("Refused the tracing endpoint of a Gateway's own parameters",
+			"endpoint", provision.RedactedEndpoint(m.RefusedTracingEndpoint), "parameters", gw.Parameters)
 	}
 	if len(m.RefusedTolerations) > 0 {
 		r.Metrics.tolerationsRefused()

@@ -49,6 +49,16 @@ func TracingEndpointAllowed(endpoint string, allowed []string) bool {
 	return err == nil && u.Host != "" && !InternalHost(u.Hostname())
 }
 
+// RedactedEndpoint is endpoint for an event or a log line: without the password of its user
+// information.
+func RedactedEndpoint(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "(an endpoint that is not a URL)"
+	}
+	return u.Redacted()
+}
+
 // InternalHost reports whether host, a URL's host without its port, names the proxy's own node
 // or pod, or a cloud metadata service, by its literal form: a loopback, link-local, unspecified
 // or multicast address (IPv4-mapped too, or with a zone), a metadata service's address or name,

@@ -40,6 +40,7 @@ func TestTracingEndpointAllowed(t *testing.T) {
 		{"a prefix does not admit a short address", "http://127.1:8081", allowed, false},
 		{"a prefix does not admit a hexadecimal address", "http://0x7f.0.0.1:8081", allowed, false},
 		{"a prefix does not admit an octal address", "http://0177.0.0.1:8081", allowed, false},
+		{"a prefix does not admit a metadata address behind user info", "http://otel.example@169.254.169.254:80", allowed, false},
 		{"an exact entry admits a link-local address", "http://169.254.10.10:4318", allowed, true},
 		{"an exact entry admits localhost", "http://localhost:4318", allowed, true},
 	} {
@@ -49,5 +50,19 @@ func TestTracingEndpointAllowed(t *testing.T) {
 				t.Errorf("TracingEndpointAllowed(%q) = %v, want %v", tc.endpoint, got, tc.want)
 			}
 		})
+	}
+}
+
+// Tests that an endpoint's password never reaches an event or a log line.
+func TestRedactedEndpoint(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://user:secret@otel.example:4317": "https://user:xxxxx@otel.example:4317",
+		"http://otel.example:4317/v1/traces":    "http://otel.example:4317/v1/traces",
+		"http://%zz":                            "(an endpoint that is not a URL)",
+	} {
+		if got := provision.RedactedEndpoint(in); got != want {
+			t.Errorf("RedactedEndpoint(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
