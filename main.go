@@ -337,6 +337,7 @@ func proxyDefaults(o *options, s settings.Settings) provision.Defaults {
 		ControllerNamespace:      o.namespace,
 		ControllerServiceAccount: o.controllerSA,
 		AllowedImages:            s.AllowedProxyImages,
+		AllowedTracingEndpoints:  s.AllowedTracingEndpoints,
 		SharedLabelPrefixes:      s.SharedServiceLabelPrefixes,
 		SharedAnnotationPrefixes: s.SharedServiceAnnotationPrefixes,
 	}

@@ -47,6 +47,25 @@ const ReasonProxyNameTaken = "ProxyNameTaken"
 // default image.
 const ReasonImageNotAllowed = "ImageNotAllowed"
 
+// ReasonTracingEndpointNotAllowed is the reason of the Warning event on a Gateway whose own
+// parameters name a tracing endpoint the CoxswainConfig's spec.proxy.allowedTracingEndpoints
+// does not admit; its proxy traces as spec.proxy.tracing says.
+const ReasonTracingEndpointNotAllowed = "TracingEndpointNotAllowed"
+
+// ReasonTolerationNotAllowed is the reason of the Warning event on a Gateway whose parameters
+// ask for a toleration no proxy carries (of a control-plane taint, or of every taint); its
+// proxy carries the others.
+const ReasonTolerationNotAllowed = "TolerationNotAllowed"
+
+// ReasonProvisionRefused is the reason of the Warning event on a Gateway one of whose proxy
+// objects the API server refused: the admission policy of config/admission (a Deployment of an
+// image it does not admit, any write in a kube-* namespace or, with the namespace gate, in an
+// unlabelled one), or RBAC. The write is retried with backoff.
+const ReasonProvisionRefused = "ProvisionRefused"
+
+// maxEventNote keeps an event note under the API server's 1 KiB limit.
+const maxEventNote = 1000
+
 // errParametersLag says the graph, built from the parameters' metadata cache, found parameters
 // that the typed cache no longer holds (or not yet).
 var errParametersLag = errors.New("parameters seen by the graph are not in the cache")
@@ -130,6 +149,7 @@ func (r *ProvisionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	for _, obj := range want {
 		if err := r.apply(ctx, obj); err != nil {
+			r.reportWriteRefused(src, obj, err)
 			return ctrl.Result{}, err
 		}
 	}
@@ -295,6 +315,13 @@ func (r *ProvisionReconciler) desired(ctx context.Context, gw *graph.Gateway) ([
 	if !ok {
 		return nil, nil
 	}
+	r.reportRefused(ctx, gw, m)
+	return provision.Objects(m), nil
+}
+
+// reportRefused records a Warning event on the Gateway, a log line and a count for each part
+// of its parameters that its proxy does without.
+func (r *ProvisionReconciler) reportRefused(ctx context.Context, gw *graph.Gateway, m provision.Model) {
 	if m.RefusedImage != "" {
 		r.Metrics.imageRefused()
 		r.Recorder.Eventf(gw.Source, nil, corev1.EventTypeWarning, ReasonImageNotAllowed, "Provision",
@@ -302,7 +329,41 @@ func (r *ProvisionReconciler) desired(ctx context.Context, gw *graph.Gateway) ([
 			m.RefusedImage, gw.Parameters)
 		log.FromContext(ctx).Info("Refused the image of a Gateway's own parameters", "image", m.RefusedImage, "parameters", gw.Parameters)
 	}
-	return provision.Objects(m), nil
+	if m.RefusedTracingEndpoint != "" {
+		r.Metrics.tracingEndpointRefused()
+		r.Recorder.Eventf(gw.Source, nil, corev1.EventTypeWarning, ReasonTracingEndpointNotAllowed, "Provision",
+			"Tracing endpoint %q of CoxswainGatewayParameters %s is not admitted by the CoxswainConfig's spec.proxy.allowedTracingEndpoints "+
+				"(a loopback, link-local or metadata host only by an exact entry); the proxy traces as spec.proxy.tracing says",
+			provision.RedactedEndpoint(m.RefusedTracingEndpoint), gw.Parameters)
+		log.FromContext(ctx).Info("Refused the tracing endpoint of a Gateway's own parameters",
+			"endpoint", provision.RedactedEndpoint(m.RefusedTracingEndpoint), "parameters", gw.Parameters)
+	}
+	if len(m.RefusedTolerations) > 0 {
+		r.Metrics.tolerationsRefused()
+		keys := make([]string, len(m.RefusedTolerations))
+		for i, t := range m.RefusedTolerations {
+			keys[i] = fmt.Sprintf("%q", t.Key)
+		}
+		r.Recorder.Eventf(gw.Source, nil, corev1.EventTypeWarning, ReasonTolerationNotAllowed, "Provision",
+			"Tolerations of keys %s of CoxswainGatewayParameters %s are left out: no proxy tolerates the control-plane taints or every taint (an empty key)",
+			strings.Join(keys, ", "), gw.Parameters)
+		log.FromContext(ctx).Info("Left out tolerations of a Gateway's parameters", "keys", keys, "parameters", gw.Parameters)
+	}
+}
+
+// reportWriteRefused records a Warning event on gw when the API server refused to write obj
+// (Forbidden or Invalid: admission or RBAC), so that its owner sees why it has no proxy; other
+// errors are transient and only retried.
+func (r *ProvisionReconciler) reportWriteRefused(gw *gwapiv1.Gateway, obj client.Object, err error) {
+	var status apierrors.APIStatus
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return
+	}
+	note := fmt.Sprintf("The API server refused %s %s/%s: %s", kindOf(obj), obj.GetNamespace(), obj.GetName(), status.Status().Message)
+	if len(note) > maxEventNote {
+		note = note[:maxEventNote]
+	}
+	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ReasonProvisionRefused, "Provision", "%s", note)
 }
 
 // taken returns the first object of want whose name is held by an object the Gateway does not

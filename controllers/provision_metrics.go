@@ -15,8 +15,10 @@ import (
 // ProvisionMetrics are the provisioner's Prometheus metrics. A nil *ProvisionMetrics records
 // nothing.
 type ProvisionMetrics struct {
-	refused *prometheus.GaugeVec
-	images  prometheus.Counter
+	refused          *prometheus.GaugeVec
+	images           prometheus.Counter
+	tracingEndpoints prometheus.Counter
+	tolerations      prometheus.Counter
 }
 
 // NewProvisionMetrics creates the provisioner's metrics and registers them with reg when it is
@@ -32,11 +34,19 @@ func NewProvisionMetrics(reg prometheus.Registerer) (*ProvisionMetrics, error) {
 			Name: "coxswain_provision_images_refused_total",
 			Help: "Reconciles that left out the image of a Gateway's own parameters, which spec.proxy.allowedImages does not list, for the default image.",
 		}),
+		tracingEndpoints: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coxswain_provision_tracing_endpoints_refused_total",
+			Help: "Reconciles that left out the tracing of a Gateway's own parameters, whose endpoint spec.proxy.allowedTracingEndpoints does not admit, for spec.proxy.tracing.",
+		}),
+		tolerations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "coxswain_provision_tolerations_refused_total",
+			Help: "Reconciles that left out tolerations of a Gateway's parameters: of the control-plane taints, or without a key.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	if err := errors.Join(reg.Register(m.refused), reg.Register(m.images)); err != nil {
+	if err := errors.Join(reg.Register(m.refused), reg.Register(m.images), reg.Register(m.tracingEndpoints), reg.Register(m.tolerations)); err != nil {
 		return nil, fmt.Errorf("register provision metrics: %w", err)
 	}
 	return m, nil
@@ -66,5 +76,19 @@ func (m *ProvisionMetrics) observeSharedPool(g *graph.Graph) {
 func (m *ProvisionMetrics) imageRefused() {
 	if m != nil {
 		m.images.Inc()
+	}
+}
+
+// tracingEndpointRefused counts one reconcile that left out a Gateway's own tracing endpoint.
+func (m *ProvisionMetrics) tracingEndpointRefused() {
+	if m != nil {
+		m.tracingEndpoints.Inc()
+	}
+}
+
+// tolerationsRefused counts one reconcile that left out tolerations of a Gateway's parameters.
+func (m *ProvisionMetrics) tolerationsRefused() {
+	if m != nil {
+		m.tolerations.Inc()
 	}
 }

@@ -191,6 +191,23 @@ type ProxyDefaults struct {
 	// +listType=set
 	AllowedImages []string `json:"allowedImages,omitempty"`
 
+	// AllowedTracingEndpoints are the collector URLs the tracing.endpoint of a Gateway's own
+	// spec.infrastructure.parametersRef may name: an exact URL, or a prefix ending with "*"
+	// ("https://otel-collector.observability.svc:*"). The proxy sends that collector every
+	// request's path, host and client address, so it is the operator's choice: the tracing of
+	// parameters a GatewayClass names is always used, a Gateway's own only when listed here,
+	// and an endpoint whose host is a loopback, link-local (cloud metadata), unspecified or
+	// multicast address, a metadata service's name, localhost or a non-dotted number only
+	// through an exact entry, never a prefix. An endpoint not admitted leaves the proxy with
+	// spec.proxy.tracing (or none) and a Warning event (TracingEndpointNotAllowed) on the
+	// Gateway. Default: none.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +listType=set
+	AllowedTracingEndpoints []string `json:"allowedTracingEndpoints,omitempty"`
+
 	// HTTP1Engine is the HTTP/1.1 engine of the proxies the operator provisions (their
 	// --http1-engine flag): Native, the proxy's own strict codec and upstream client, or NetHTTP,
 	// Go's net/http. A Gateway's CoxswainGatewayParameters may choose otherwise. Default: the
@@ -206,7 +223,8 @@ type ProxyDefaults struct {
 
 	// Tracing sends a span per request of the proxies the operator provisions to an
 	// OpenTelemetry collector (their --tracing-* flags). A Gateway's CoxswainGatewayParameters
-	// may replace it. Default: off (the proxies still pass the clients' W3C trace context on).
+	// may replace it (a Gateway's own only with an endpoint allowedTracingEndpoints admits).
+	// Default: off (the proxies still pass the clients' W3C trace context on).
 	// +optional
 	Tracing *Tracing `json:"tracing,omitempty"`
 }

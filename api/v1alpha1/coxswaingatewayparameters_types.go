@@ -45,7 +45,13 @@ type CoxswainGatewayParametersSpec struct {
 	AccessLog *AccessLog `json:"accessLog,omitempty"`
 
 	// Tracing sends a span per request of the proxy to an OpenTelemetry collector; set here it
-	// replaces the CoxswainConfig's spec.proxy.tracing whole. Default: that, or off.
+	// replaces the CoxswainConfig's spec.proxy.tracing whole. The collector receives every
+	// request's path, host and client address: the tracing is used when a GatewayClass's
+	// parametersRef names these parameters, and for a Gateway's own
+	// spec.infrastructure.parametersRef only when the CoxswainConfig's
+	// spec.proxy.allowedTracingEndpoints admits its endpoint; otherwise the proxy traces as
+	// spec.proxy.tracing says and a Warning event (TracingEndpointNotAllowed) on the Gateway
+	// says why. Default: spec.proxy.tracing, or off.
 	// +optional
 	Tracing *Tracing `json:"tracing,omitempty"`
 
@@ -53,7 +59,10 @@ type CoxswainGatewayParametersSpec struct {
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// Tolerations let the proxy pods run on tainted nodes.
+	// Tolerations let the proxy pods run on tainted nodes. A toleration of the control-plane
+	// taints (node-role.kubernetes.io/control-plane, node-role.kubernetes.io/master) or without
+	// a key (which tolerates every taint) is left out, with a Warning event
+	// (TolerationNotAllowed) on the Gateway.
 	// +optional
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`

@@ -457,6 +457,11 @@ func (in *ProxyDefaults) DeepCopyInto(out *ProxyDefaults) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.AllowedTracingEndpoints != nil {
+		in, out := &in.AllowedTracingEndpoints, &out.AllowedTracingEndpoints
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.HTTP1Engine != nil {
 		in, out := &in.HTTP1Engine, &out.HTTP1Engine
 		*out = new(HTTP1Engine)

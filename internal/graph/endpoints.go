@@ -78,7 +78,7 @@ func (b *builder) sliceEndpoints(svc *corev1.Service, slice *discoveryv1.Endpoin
 			continue
 		}
 		for _, addr := range ep.Addresses {
-			if usableAddress(addr) {
+			if UsableAddress(addr) {
 				out = append(out, Endpoint{Address: addr, Port: port})
 			}
 		}
@@ -108,10 +108,10 @@ func podOfNamespace(ref *corev1.ObjectReference, svc *corev1.Service) bool {
 		ref.Namespace == svc.Namespace
 }
 
-// usableAddress reports whether an endpoint address may receive traffic: an IP address that is
+// UsableAddress reports whether an endpoint address may receive traffic: an IP address that is
 // not loopback, link-local (169.254.0.0/16, fe80::/10: cloud metadata services and the node's
 // own link), unspecified or multicast, in IPv4-mapped IPv6 form neither; never one with a zone.
-func usableAddress(s string) bool {
+func UsableAddress(s string) bool {
 	a, err := netip.ParseAddr(s)
 	if err != nil || a.Zone() != "" {
 		return false

@@ -35,6 +35,7 @@ var defaults = provision.Defaults{
 	ControllerNamespace:      "coxswain-system",
 	ControllerServiceAccount: "coxswain-controller",
 	AllowedImages:            []string{"registry.example/coxswain-proxy:*"},
+	AllowedTracingEndpoints:  []string{"https://otel.example:4317", "http://*", "http://169.254.10.10:4318"},
 	SharedLabelPrefixes:      []string{"team.example/"},
 	SharedAnnotationPrefixes: []string{"external-dns.alpha.kubernetes.io/"},
 }

@@ -2,7 +2,6 @@ package provision
 
 import (
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -43,6 +42,10 @@ type Defaults struct {
 	// AllowedImages are the images a Gateway's own parameters may name (see ImageAllowed); the
 	// image of a GatewayClass's parameters is always used.
 	AllowedImages []string
+	// AllowedTracingEndpoints are the collector URLs the tracing of a Gateway's own parameters
+	// may name (see TracingEndpointAllowed); the tracing of a GatewayClass's parameters is
+	// always used.
+	AllowedTracingEndpoints []string
 	// SharedLabelPrefixes and SharedAnnotationPrefixes are the key prefixes of a shared pool
 	// Gateway's spec.infrastructure metadata that reach its Service in the operator's namespace;
 	// no other key does.
@@ -69,6 +72,13 @@ type Model struct {
 	// RefusedImage is the image of the Gateway's own parameters that Defaults.AllowedImages does
 	// not list; the proxy runs the default image instead. Empty when none was refused.
 	RefusedImage string
+	// RefusedTracingEndpoint is the tracing endpoint of the Gateway's own parameters that
+	// Defaults.AllowedTracingEndpoints does not admit; the proxy traces as Defaults.Tracing
+	// says instead. Empty when none was refused.
+	RefusedTracingEndpoint string
+	// RefusedTolerations are the tolerations of the parameters that no proxy carries (see
+	// allowedTolerations), whoever wrote them; the proxy carries the others.
+	RefusedTolerations []corev1.Toleration
 }
 
 // ModelOf returns the model of gw's dedicated proxy, or false when gw gets none: it is not
@@ -104,9 +114,14 @@ func ModelOf(gw *graph.Gateway, params *v1alpha1.CoxswainGatewayParameters, d De
 		Params:     *params.Spec.DeepCopy(),
 		Defaults:   d,
 	}
-	if img := m.Params.Image; img != nil && ownParameters(gw.Source) && !ImageAllowed(*img, d.AllowedImages) {
+	own := ownParameters(gw.Source)
+	if img := m.Params.Image; img != nil && own && !ImageAllowed(*img, d.AllowedImages) {
 		m.RefusedImage, m.Params.Image = *img, nil
 	}
+	if tr := m.Params.Tracing; tr != nil && own && !TracingEndpointAllowed(tr.Endpoint, d.AllowedTracingEndpoints) {
+		m.RefusedTracingEndpoint, m.Params.Tracing = tr.Endpoint, nil
+	}
+	m.Params.Tolerations, m.RefusedTolerations = allowedTolerations(m.Params.Tolerations)
 	return m, true
 }
 
@@ -117,12 +132,8 @@ func ownParameters(gw *gwapiv1.Gateway) bool {
 
 // ImageAllowed reports whether allowed lists image: exactly, or by a prefix ending with "*".
 func ImageAllowed(image string, allowed []string) bool {
-	for _, a := range allowed {
-		if prefix, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(image, prefix) || a == image {
-			return true
-		}
-	}
-	return false
+	ok, _ := listed(image, allowed)
+	return ok
 }
 
 // healthPort returns the first port from firstHealthPort up that no listener uses.

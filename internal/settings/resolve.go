@@ -63,6 +63,9 @@ func overlayProxy(s *Settings, p *v1alpha1.ProxyDefaults) {
 	if p.AllowedImages != nil {
 		s.AllowedProxyImages = slices.Clone(p.AllowedImages)
 	}
+	if p.AllowedTracingEndpoints != nil {
+		s.AllowedTracingEndpoints = slices.Clone(p.AllowedTracingEndpoints)
+	}
 	if p.Resources != nil {
 		s.ProxyResources = *p.Resources.DeepCopy()
 	}

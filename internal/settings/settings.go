@@ -68,6 +68,9 @@ type Settings struct {
 	// AllowedProxyImages are the images (exact, or a prefix ending with "*") a Gateway's own
 	// parameters may name; a GatewayClass's parameters may name any.
 	AllowedProxyImages []string
+	// AllowedTracingEndpoints are the collector URLs (exact, or a prefix ending with "*") the
+	// tracing of a Gateway's own parameters may name; a GatewayClass's parameters may name any.
+	AllowedTracingEndpoints []string
 	// MaxSharedGatewaysPerNamespace and MaxSharedPortsPerNamespace cap what one namespace's
 	// Gateways take of the shared pool.
 	MaxSharedGatewaysPerNamespace int32

@@ -11,18 +11,21 @@ import (
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
-// Tests that the shared pool's caps and metadata prefixes and the allowed proxy images come from
-// the CoxswainConfig, with the documented defaults when unset.
+// Tests that the shared pool's caps and metadata prefixes and the allowed proxy images and
+// tracing endpoints come from the CoxswainConfig, with the documented defaults when unset.
 func TestResolveSharedPoolAndAllowedImages(t *testing.T) {
 	t.Parallel()
 	d := Defaults()
 	if d.MaxSharedGatewaysPerNamespace != wellknown.DefaultMaxSharedGatewaysPerNamespace ||
 		d.MaxSharedPortsPerNamespace != wellknown.DefaultMaxSharedPortsPerNamespace ||
-		d.SharedServiceLabelPrefixes != nil || d.SharedServiceAnnotationPrefixes != nil || d.AllowedProxyImages != nil {
+		d.SharedServiceLabelPrefixes != nil || d.SharedServiceAnnotationPrefixes != nil || d.AllowedProxyImages != nil || d.AllowedTracingEndpoints != nil {
 		t.Errorf("defaults: %+v", d)
 	}
 	got, err := Resolve(d, &v1alpha1.CoxswainConfigSpec{
-		Proxy: &v1alpha1.ProxyDefaults{AllowedImages: []string{"registry.example/proxy@sha256:*"}},
+		Proxy: &v1alpha1.ProxyDefaults{
+			AllowedImages:           []string{"registry.example/proxy@sha256:*"},
+			AllowedTracingEndpoints: []string{"https://otel.observability.svc:4317"},
+		},
 		SharedPool: &v1alpha1.SharedPoolSpec{
 			MaxGatewaysPerNamespace: ptr.To[int32](3), MaxPortsPerNamespace: ptr.To[int32](9),
 			ServiceLabelPrefixes: []string{"team"}, ServiceAnnotationPrefixes: []string{"external-dns.alpha.kubernetes.io/"},
@@ -33,6 +36,7 @@ func TestResolveSharedPoolAndAllowedImages(t *testing.T) {
 	}
 	want := d
 	want.AllowedProxyImages = []string{"registry.example/proxy@sha256:*"}
+	want.AllowedTracingEndpoints = []string{"https://otel.observability.svc:4317"}
 	want.MaxSharedGatewaysPerNamespace, want.MaxSharedPortsPerNamespace = 3, 9
 	want.SharedServiceLabelPrefixes = []string{"team"}
 	want.SharedServiceAnnotationPrefixes = []string{"external-dns.alpha.kubernetes.io/"}

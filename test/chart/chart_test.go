@@ -138,6 +138,22 @@ func TestChartRefusesInconsistentValues(t *testing.T) {
 	}
 }
 
+// TestChartRefusesAKubeNamespaceUnderThePolicy checks that the chart refuses a release
+// namespace whose name starts with kube- while it installs the admission policy, which refuses
+// the controller every write there (the shared pool's Services, the trust bundle), and renders
+// one without the policy.
+func TestChartRefusesAKubeNamespaceUnderThePolicy(t *testing.T) {
+	args := templateArgs(nil)
+	args[slices.Index(args, namespace)] = "kube-system"
+	_, stderr, err := runHelm(t, args...)
+	if want := "admission policy refuses the controller every write in kube-system"; err == nil || !strings.Contains(stderr, want) {
+		t.Errorf("release namespace kube-system: err %v, stderr %q; want a refusal saying %q", err, stderr, want)
+	}
+	if _, stderr, err := runHelm(t, append(args, "--set", "admissionPolicy.enabled=false")...); err != nil {
+		t.Errorf("release namespace kube-system without the policy: %v\n%s", err, stderr)
+	}
+}
+
 // TestChartGatewayAPICRDsOptional checks that gatewayAPI.installCRDs=false leaves out every
 // Gateway API object (CRDs and their safe-upgrades policy) and keeps ours.
 func TestChartGatewayAPICRDsOptional(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,7 +34,7 @@ func TestAdmissionPolicyBoundsTheControllersWrites(t *testing.T) {
 	ctx := t.Context()
 	installRBAC(t, "default")
 	goldens := provisionGoldens(t)
-	installAdmissionPolicy(t, goldenImages(goldens))
+	installAdmissionPolicy(t, "default", goldenImages(goldens))
 	controller := controllerClient(t)
 	namespaces := []string{"default", "payments", "prod", "team-a", "tenant", "foreign"}
 	for _, u := range goldens { // every namespace the goldens render into, long names included
@@ -113,6 +114,62 @@ func TestAdmissionPolicyBoundsTheControllersWrites(t *testing.T) {
 		{"a PodDisruptionBudget selecting other pods", mutated(pdb, func(u map[string]any) {
 			setPath(u, map[string]any{"app": "database"}, "spec", "selector", "matchLabels")
 		})},
+		{"a container with a hostPort", mutated(proxy, func(u map[string]any) {
+			setPath(u, int64(30080), "spec", "template", "spec", "containers", 0, "ports", 0, "hostPort")
+		})},
+		{"an init container with a hostPort", mutated(proxy, func(u map[string]any) {
+			init := copyPath(u, "spec", "template", "spec", "containers", 0).(map[string]any)
+			init["name"] = "init"
+			setPath(init, int64(30080), "ports", 0, "hostPort")
+			deletePath(init, "readinessProbe")
+			deletePath(init, "livenessProbe")
+			setPath(u, []any{init}, "spec", "template", "spec", "initContainers")
+		})},
+		{"a Deployment bound to a node by name", mutated(proxy, func(u map[string]any) {
+			setPath(u, "control-plane-1", "spec", "template", "spec", "nodeName")
+		})},
+		{"a toleration of the control-plane taint", mutated(proxy, func(u map[string]any) {
+			appendPath(u, map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+				"spec", "template", "spec", "tolerations")
+		})},
+		{"a toleration of the former master taint", mutated(proxy, func(u map[string]any) {
+			appendPath(u, map[string]any{"key": "node-role.kubernetes.io/master", "operator": "Exists"}, "spec", "template", "spec", "tolerations")
+		})},
+		{"a toleration of every taint (Exists without a key)", mutated(proxy, func(u map[string]any) {
+			appendPath(u, map[string]any{"operator": "Exists"}, "spec", "template", "spec", "tolerations")
+		})},
+		{"a pod running as root", mutated(proxy, func(u map[string]any) {
+			setPath(u, int64(0), "spec", "template", "spec", "securityContext", "runAsUser")
+		})},
+		{"a container running as root", mutated(proxy, func(u map[string]any) {
+			setPath(u, int64(0), "spec", "template", "spec", "containers", 0, "securityContext", "runAsUser")
+		})},
+		{"a container allowing privilege escalation", mutated(proxy, func(u map[string]any) {
+			setPath(u, true, "spec", "template", "spec", "containers", 0, "securityContext", "allowPrivilegeEscalation")
+		})},
+		{"a container leaving privilege escalation unset", mutated(proxy, func(u map[string]any) {
+			sc := copyPath(u, "spec", "template", "spec", "containers", 0, "securityContext").(map[string]any)
+			delete(sc, "allowPrivilegeEscalation")
+			setPath(u, sc, "spec", "template", "spec", "containers", 0, "securityContext")
+		})},
+		{"a pod without runAsNonRoot", mutated(proxy, func(u map[string]any) {
+			deletePath(u, "spec", "template", "spec", "securityContext", "runAsNonRoot")
+		})},
+		{"a container overriding runAsNonRoot", mutated(proxy, func(u map[string]any) {
+			setPath(u, false, "spec", "template", "spec", "containers", 0, "securityContext", "runAsNonRoot")
+		})},
+		{"a container with a writable root filesystem", mutated(proxy, func(u map[string]any) {
+			setPath(u, false, "spec", "template", "spec", "containers", 0, "securityContext", "readOnlyRootFilesystem")
+		})},
+		{"a Deployment in kube-system", inNamespace(proxy, metav1.NamespaceSystem)},
+		{"a Deployment in kube-node-lease", inNamespace(proxy, corev1.NamespaceNodeLease)},
+		{"a LoadBalancer Service in kube-system", mutated(inNamespace(svc, metav1.NamespaceSystem), func(u map[string]any) {
+			setPath(u, "LoadBalancer", "spec", "type")
+		})},
+		{"a Service in kube-public", inNamespace(svc, metav1.NamespacePublic)},
+		{"a ServiceAccount in kube-system", inNamespace(sa, metav1.NamespaceSystem)},
+		{"a trust bundle ConfigMap in kube-system", trustBundle(metav1.NamespaceSystem)},
+		{"a PodDisruptionBudget in kube-system", inNamespace(pdb, metav1.NamespaceSystem)},
 	}
 	for _, tt := range forbidden {
 		t.Run(tt.name+" is refused", func(t *testing.T) {
@@ -166,17 +223,43 @@ func TestAdmissionPolicyBoundsTheControllersWrites(t *testing.T) {
 			t.Errorf("an administrator's Deployment of another image was refused: %v", err)
 		}
 	})
+
+	t.Run("with the namespace gate, the controller writes only in labelled namespaces", func(t *testing.T) {
+		for name, labels := range map[string]map[string]string{"gated": {namespaceGateLabel: "allowed"}, "ungated": nil} {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+			if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+		installAdmissionPolicy(t, "overlays/namespace-gate", goldenImages(goldens))
+		defer func() { // the other tests of the package want config/default's policy
+			installAdmissionPolicy(t, "default", goldenImages(goldens))
+			waitAdmitted(t, controller, inNamespace(proxy, "ungated"))
+		}()
+		waitRefused(t, controller, inNamespace(proxy, "ungated"))
+		for _, u := range []*unstructured.Unstructured{inNamespace(proxy, "ungated"), inNamespace(svc, "ungated"), trustBundle("ungated")} {
+			assertRefused(t, dryRunCreate(ctx, controller, u))
+		}
+		for _, u := range []*unstructured.Unstructured{inNamespace(proxy, "gated"), inNamespace(svc, "gated"), inNamespace(sa, "gated"), trustBundle("gated")} {
+			if err := dryRunCreate(ctx, controller, u); err != nil {
+				t.Errorf("%s in a labelled namespace refused: %v", u.GetKind(), err)
+			}
+		}
+	})
 }
 
-// installAdmissionPolicy applies the admission policy and binding of config/default, with
-// images added to the proxy images it admits (as docs/installation.md tells an operator whose
-// CoxswainConfig or GatewayClass parameters name other images to do). The API server compiles
-// its expressions on create and refuses one that does not compile.
-func installAdmissionPolicy(t *testing.T, images []string) {
+// namespaceGateLabel is the Namespace label of config/overlays/namespace-gate.
+const namespaceGateLabel = "discovery.coxswain.dev/proxies"
+
+// installAdmissionPolicy applies the admission policy and binding of the kustomize variant dir
+// (under config/), with images added to the proxy images it admits (as docs/installation.md
+// tells an operator whose CoxswainConfig or GatewayClass parameters name other images to do).
+// The API server compiles its expressions on create and refuses one that does not compile.
+func installAdmissionPolicy(t *testing.T, dir string, images []string) {
 	t.Helper()
 	ctx := t.Context()
 	var objs []*unstructured.Unstructured
-	for _, u := range ofKinds(kustomizeBuild(t, "default"), "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding") {
+	for _, u := range ofKinds(kustomizeBuild(t, dir), "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding") {
 		if u.GetName() != admissionPolicy {
 			continue
 		}
@@ -186,7 +269,7 @@ func installAdmissionPolicy(t *testing.T, images []string) {
 		objs = append(objs, u)
 	}
 	if len(objs) != 2 {
-		t.Errorf("config/default holds %d objects named %s, want the policy and its binding", len(objs), admissionPolicy)
+		t.Errorf("config/%s holds %d objects named %s, want the policy and its binding", dir, len(objs), admissionPolicy)
 	}
 	if err := apply(ctx, objs, false); err != nil {
 		t.Fatal(err)
@@ -243,6 +326,23 @@ func waitRefused(t *testing.T, cl client.Client, obj *unstructured.Unstructured)
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("the admission policy never refused the controller's %s %s/%s (last answer: %v)", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polling for the policy to take effect, with the deadline above
+	}
+}
+
+// waitAdmitted waits until the policy admits obj, as waitRefused.
+func waitAdmitted(t *testing.T, cl client.Client, obj *unstructured.Unstructured) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := dryRunCreate(t.Context(), cl, obj)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the admission policy never admitted the controller's %s %s/%s (last answer: %v)", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 			return
 		}
 		time.Sleep(100 * time.Millisecond) // polling for the policy to take effect, with the deadline above
@@ -371,6 +471,29 @@ func appendPath(obj map[string]any, value any, path ...string) {
 	if err := unstructured.SetNestedSlice(obj, append(list, value), path...); err != nil {
 		panic(err)
 	}
+}
+
+// copyPath returns a deep copy of the value at path (map keys and slice indexes) of obj.
+func copyPath(obj map[string]any, path ...any) any {
+	var cur any = obj
+	for _, step := range path {
+		switch s := step.(type) {
+		case string:
+			cur = cur.(map[string]any)[s]
+		case int:
+			cur = cur.([]any)[s]
+		default:
+			panic(fmt.Sprintf("path step %v", step))
+		}
+	}
+	return runtime.DeepCopyJSONValue(cur)
+}
+
+// inNamespace returns a copy of u in namespace ns.
+func inNamespace(u *unstructured.Unstructured, ns string) *unstructured.Unstructured {
+	out := u.DeepCopy()
+	out.SetNamespace(ns)
+	return out
 }
 
 // deletePath removes the field at path of obj.
