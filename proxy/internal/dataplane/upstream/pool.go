@@ -44,6 +44,10 @@ type Options struct {
 	MaxResponseHeaderBytes int64
 	// BufferSize is the read and write buffer of one upstream connection; 32 KiB when zero.
 	BufferSize int
+	// ReuseQuarantine is how long an HTTP/1.1 connection rests after an answer before it
+	// carries another request, so that bytes a backend writes past the answer's framing show
+	// before then; h1client.DefaultReuseQuarantine when zero, negative for none.
+	ReuseQuarantine time.Duration
 	// Engine speaks HTTP/1.1 to the endpoints; http1.DefaultEngine when empty. HTTP/2 (h2c and
 	// over TLS) is Go's Transport either way.
 	Engine http1.Engine
@@ -284,6 +288,7 @@ func (ep *Endpoint) native(cfg *tls.Config) *h1client.Transport {
 		FirstByteTimeout: o.FirstByteTimeout,
 		MaxHeaderBytes:   int(o.MaxResponseHeaderBytes),
 		BufferSize:       o.BufferSize,
+		ReuseQuarantine:  o.ReuseQuarantine,
 	})
 }
 
