@@ -162,3 +162,58 @@ func TestEarlyAnswerClosesTheBackendConnection(t *testing.T) {
 	_ = c.Close()
 	victims(t, proxy, "after an early answer")
 }
+
+// Tests that a request whose reused backend connection is closed before any byte of an answer
+// (the backend closed it idle as the request left) is sent once more on a new connection when
+// its method is idempotent, though the route has no retry policy, and that a POST is not: it
+// gets a 502 and reaches the backend once.
+func TestStaleConnectionRetriedOnceForIdempotentRequests(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		method string
+		status int
+		sent   int
+	}{
+		{"GET", 200, 2},
+		{"HEAD", 200, 2},
+		{"PUT", 200, 2},
+		{"DELETE", 200, 2},
+		{"POST", 502, 1},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			t.Parallel()
+			be := newRawBackend(t, func(b *rawBackend, br *bufio.Reader, c net.Conn) {
+				for served := 0; ; served++ {
+					r, err := b.read(br)
+					if err != nil || served == 1 {
+						return // the second request on a connection finds it closed
+					}
+					if _, err := io.WriteString(c, plain(r.RequestURI)); err != nil {
+						return
+					}
+				}
+			})
+			opts := dataplane.Options{Upstream: upstream.Options{ReuseQuarantine: -1}}
+			proxy := routeAll(t, start(t, opts), be.addr())
+			c, br := rawConn(t, proxy)
+			writeSplit(t, c, "GET /warm HTTP/1.1\r\nHost: x\r\n\r\n")
+			if rs, err := readResponses(br, 1); err != nil || rs[0].Status != 200 {
+				t.Fatalf("the first request: %v %v", rs, err)
+			}
+			writeSplit(t, c, tc.method+" /again HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+			got, err := readHostile(br, tc.method)
+			if err != nil || got.Status != tc.status {
+				t.Errorf("%s on a stale connection: %+v %v, want %d", tc.method, got, err, tc.status)
+			}
+			var sent int
+			for _, r := range be.requests() {
+				if r.RequestURI == "/again" {
+					sent++
+				}
+			}
+			if sent != tc.sent {
+				t.Errorf("the backend received the %s %d times, want %d", tc.method, sent, tc.sent)
+			}
+		})
+	}
+}
