@@ -46,7 +46,9 @@ type Options struct {
 	BufferSize int
 	// ReuseQuarantine is how long an HTTP/1.1 connection rests after an answer before it
 	// carries another request, so that bytes a backend writes past the answer's framing show
-	// before then; h1client.DefaultReuseQuarantine when zero, negative for none.
+	// before then; h1client.DefaultReuseQuarantine when zero, negative for none. The native
+	// engine takes another connection meanwhile; Go's Transport, which picks the connection
+	// itself, waits for the rest of it.
 	ReuseQuarantine time.Duration
 	// Engine speaks HTTP/1.1 to the endpoints; http1.DefaultEngine when empty. HTTP/2 (h2c and
 	// over TLS) is Go's Transport either way.
@@ -100,6 +102,9 @@ func (o *Options) defaults() {
 	}
 	if o.BufferSize == 0 {
 		o.BufferSize = 32 << 10
+	}
+	if o.ReuseQuarantine == 0 {
+		o.ReuseQuarantine = h1client.DefaultReuseQuarantine
 	}
 }
 
@@ -218,7 +223,7 @@ func (p *Pool) endpoint(addr string) *Endpoint {
 	if p.opts.Engine == http1.EngineNative {
 		ep.HTTP1 = ep.native(nil)
 	} else {
-		ep.HTTP1 = ep.transport(nil)
+		ep.HTTP1 = ep.guarded(nil)
 	}
 	p.clients[addr] = ep
 	return ep
@@ -234,16 +239,16 @@ func (p *Pool) tlsEndpoint(addr string, t *router.BackendTLS) *Endpoint {
 	}
 	ep := &Endpoint{Address: addr, opts: &p.opts, key: key, limit: newLimiter(&p.opts, &p.pending)}
 	p.clients[key] = ep
-	if !t.HTTP2 && p.opts.Engine == http1.EngineNative {
+	switch {
+	case !t.HTTP2 && p.opts.Engine == http1.EngineNative:
 		ep.TLS = ep.native(t.Config)
+		return ep
+	case !t.HTTP2:
+		ep.TLS = ep.guarded(t.Config)
 		return ep
 	}
 	var protocols http.Protocols
-	if t.HTTP2 {
-		protocols.SetHTTP2(true)
-	} else {
-		protocols.SetHTTP1(true)
-	}
+	protocols.SetHTTP2(true)
 	tr := ep.transport(&protocols)
 	tr.TLSClientConfig = t.Config
 	tr.TLSHandshakeTimeout = p.opts.DialTimeout
@@ -273,6 +278,18 @@ func (ep *Endpoint) transport(protocols *http.Protocols) *http.Transport {
 		WriteBufferSize:        o.BufferSize,
 		DisableCompression:     true,
 	}
+}
+
+// guarded returns Go's Transport speaking HTTP/1.1 to the endpoint, over TLS with cfg when it
+// is not nil, with its connections guarded as the native engine's are.
+func (ep *Endpoint) guarded(cfg *tls.Config) *guarded {
+	o := ep.opts
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	tr := ep.transport(&protocols)
+	tr.TLSClientConfig = cfg // what the endpoint's TLS settings are; guarded's dialer uses them
+	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	return newGuarded(tr, dialer, ep.Address, cfg, o.DialTimeout, max(o.ReuseQuarantine, 0))
 }
 
 // native returns the native engine's HTTP/1.1 client to the endpoint, over TLS with cfg when
