@@ -152,6 +152,19 @@ func (c *guardedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// CloseWrite half-closes the connection under c, as a tunnel after a 101 does through the
+// Transport's body.
+func (c *guardedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
+// ReadFrom sends what r holds through the connection under c, by its own ReadFrom where it
+// has one (sendfile or splice from a file or socket), as the Transport's writer would.
+func (c *guardedConn) ReadFrom(r io.Reader) (int64, error) { return io.Copy(c.Conn, r) }
+
 // scan follows the heads in b; it returns the length of b up to the end of the final head,
 // -1 if b does not end it, and whether the answer has no body.
 func (c *guardedConn) scan(b []byte) (int, bool) {
