@@ -130,10 +130,12 @@ func NewPool(opts Options) *Pool {
 // Endpoint is one backend address with its connection pools.
 type Endpoint struct {
 	Address string
-	// HTTP1 speaks HTTP/1.1 to the endpoint: Go's Transport, or with the native engine an
-	// h1client.Transport. It frames every request from the request's fields (method, target,
-	// Host, ContentLength, headers it does not own) and never retries. Nil for an endpoint of
-	// a cluster with backend TLS.
+	// HTTP1 speaks HTTP/1.1 to the endpoint: Go's Transport with guarded connections, or with
+	// the native engine an h1client.Transport. It frames every request from the request's
+	// fields (method, target, Host, ContentLength, headers it does not own) and retries only a
+	// request whose reused connection ended before any byte of an answer (the forwarder's
+	// GetConn hook decides whether that attempt goes). Nil for an endpoint of a cluster with
+	// backend TLS.
 	HTTP1 http.RoundTripper
 	// TLS speaks HTTP/1.1 or HTTP/2 over TLS to the endpoint of a cluster with backend TLS
 	// (HTTP/1.1 with the native engine's client, HTTP/2 always with Go's Transport); nil
