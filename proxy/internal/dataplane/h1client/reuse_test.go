@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -177,4 +178,41 @@ func TestIdempotentRequestRetriedAfterClosedReusedConnection(t *testing.T) {
 			t.Errorf("%s: %d connections, want 2", method, n)
 		}
 	}
+}
+
+// Tests, on the pool alone and in a bubble of fake time, that a checkout takes the most
+// recently used connection whose quarantine is over, leaves the younger ones in the pool, and
+// finds none while every connection still rests.
+func TestCheckoutTakesTheYoungestRestedConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const q = 10 * time.Millisecond
+		tr := New(Options{Address: "192.0.2.1:80", ReuseQuarantine: q})
+		defer tr.CloseIdleConnections()
+		idle := func() *conn {
+			a, b := net.Pipe()
+			t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+			return &conn{t: tr, nc: a, raw: a}
+		}
+		older, younger := idle(), idle()
+		tr.put(older)
+		time.Sleep(q / 2)
+		tr.put(younger)
+		if c := tr.popIdle(); c != nil {
+			t.Fatal("a connection was taken inside its quarantine")
+		}
+		time.Sleep(q / 2)
+		if c := tr.popIdle(); c != older {
+			t.Fatal("the rested connection was not taken while the younger one rests")
+		}
+		if c := tr.popIdle(); c != nil {
+			t.Fatal("the younger connection was taken inside its quarantine")
+		}
+		time.Sleep(q / 2)
+		if c := tr.popIdle(); c != younger {
+			t.Fatal("the younger connection was not taken once rested")
+		}
+		if n := tr.IdleConns(); n != 0 {
+			t.Errorf("%d idle connections left", n)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
@@ -99,6 +100,10 @@ func TestConnectionsNotReusedAfterBodilessOrEarlyAnswers(t *testing.T) {
 					_, _ = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
 				case r.URL.Path == "/304":
 					_, _ = io.WriteString(c, "HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n")
+				case r.URL.Path == "/early-chunked":
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\no\r\n")
+					_, _ = io.Copy(io.Discard, r.Body)
+					_, _ = io.WriteString(c, "1\r\nk\r\n0\r\n\r\n")
 				case r.URL.Path == "/early":
 					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\no")
 					_, _ = io.Copy(io.Discard, r.Body)
@@ -118,9 +123,10 @@ func TestConnectionsNotReusedAfterBodilessOrEarlyAnswers(t *testing.T) {
 				{"GET", "/204", false},
 				{"GET", "/304", false},
 				{"POST", "/early", false},
+				{"POST", "/early-chunked", false},
 			} {
 				var body io.Reader
-				if tc.method == "POST" {
+				if tc.method == http.MethodPost {
 					pr, pw := io.Pipe()
 					go func() {
 						// The body comes once the answer began: the backend answered early.
@@ -172,4 +178,32 @@ func TestQuarantineKeepsLateBytesFromTheNextRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Tests, in a bubble of fake time, that a reused guarded connection holds its next request
+// for the rest of the quarantine after its last read, and not at all once that is over or on
+// a new connection.
+func TestGuardedConnectionHoldsForTheRestOfTheQuarantine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const q = 10 * time.Millisecond
+		a, b := net.Pipe()
+		defer func() { _ = a.Close(); _ = b.Close() }()
+		c := &guardedConn{Conn: a}
+		go func() { _, _ = io.WriteString(b, "x") }()
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(q / 4)
+		start := time.Now()
+		c.begin(context.Background(), false, true, true, q)
+		if held := time.Since(start); held != q-q/4 {
+			t.Errorf("held %s, want the rest of the quarantine, %s", held, q-q/4)
+		}
+		start = time.Now()
+		c.begin(context.Background(), false, true, true, q)
+		c.begin(context.Background(), false, true, false, q)
+		if held := time.Since(start); held != 0 {
+			t.Errorf("held %s after the quarantine, or on a new connection", held)
+		}
+	})
 }
