@@ -130,13 +130,13 @@ func (h *Handler) forward(x *exchange) int {
 			out.Body = io.NopCloser(bytes.NewReader(replay))
 			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(replay)), nil }
 		}
-		if stale {
-			markIdempotent(out.Header, out.Method)
-		}
 		if retries == 0 && !upgrade { // an upgrade is never mirrored: its copy would open a tunnel
 			if err := h.mirror(x, out, body); err != nil {
 				return x.bodyFailed(err)
 			}
+		}
+		if stale { // after the mirrors copied the request, whose copies are never sent twice
+			markIdempotent(out.Header, out.Method)
 		}
 		if b.Filters != nil { // after the mirrors copied the request
 			backendRequestHeaders(out.Header, b.Filters, upgrade)
