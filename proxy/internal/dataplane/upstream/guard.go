@@ -212,12 +212,13 @@ func (c *guardedConn) Read(p []byte) (int, error) {
 func (c *guardedConn) scan(b []byte) int {
 	for i := 0; i < len(b); i++ {
 		if c.remain > 0 {
-			k := min(c.remain, int64(len(b)-i))
-			c.remain -= k
-			if c.remain == 0 {
-				return i + int(k)
+			if rest := int64(len(b) - i); rest < c.remain {
+				c.remain -= rest
+				return -1
 			}
-			return -1
+			end := i + int(c.remain) //nolint:gosec // at most len(b)
+			c.remain = 0
+			return end
 		}
 		if !c.active {
 			return -1
