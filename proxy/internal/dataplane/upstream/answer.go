@@ -54,9 +54,11 @@ const (
 // maxChunkSize bounds a chunk size the guard follows; a larger one is given up.
 const maxChunkSize = 1 << 40
 
-// begin readies a for the answer to a request, a HEAD when head.
-func (a *answer) begin(head bool) {
-	a.active, a.head, a.sent, a.body, a.remain = true, head, false, bodyNone, 0
+// begin readies a for the answer to a request, a HEAD when head. A request without a body
+// counts as written whole from the start: its head leaves in one write, and an answer to it
+// cannot have left a body behind to be read as a request.
+func (a *answer) begin(head, bodiless bool) {
+	a.active, a.head, a.sent, a.body, a.remain = true, head, bodiless, bodyNone, 0
 	a.newHead()
 }
 

@@ -25,7 +25,7 @@ func TestAnswerEndsWhereTheTransportMustStop(t *testing.T) {
 	} {
 		for split := 1; split < len(tc.answer)+8; split++ {
 			var a answer
-			a.begin(tc.head)
+			a.begin(tc.head, false)
 			a.sent = tc.sent
 			// The bytes after the answer (a later answer, or a tunnel's) must not move the end.
 			b := []byte(tc.answer + "HTTP/1.1 200 OK\r\n\r\n")

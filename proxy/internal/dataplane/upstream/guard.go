@@ -60,7 +60,8 @@ func newGuarded(t *http.Transport, dialer *net.Dialer, addr string, cfg *tls.Con
 func (g *guarded) RoundTrip(req *http.Request) (*http.Response, error) {
 	var c *guardedConn
 	head := req.Method == http.MethodHead
-	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	bodiless := req.Body == nil || req.Body == http.NoBody
+	replayable := bodiless || req.GetBody != nil
 	trace := &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			gc, ok := info.Conn.(*guardedConn)
@@ -68,7 +69,7 @@ func (g *guarded) RoundTrip(req *http.Request) (*http.Response, error) {
 				return
 			}
 			c = gc
-			c.begin(req.Context(), head, replayable, info.Reused, g.quarantine)
+			c.begin(req.Context(), head, bodiless, replayable, info.Reused, g.quarantine)
 		},
 		WroteRequest: func(httptrace.WroteRequestInfo) {
 			if c != nil {
@@ -97,7 +98,7 @@ type guardedConn struct {
 // anything); a request that cannot goes on it. A reused connection that read bytes less than
 // the quarantine ago is held for the rest of it, while the Transport's reader would see bytes
 // that come meanwhile and close it.
-func (c *guardedConn) begin(ctx context.Context, head, replayable, reused bool, quarantine time.Duration) {
+func (c *guardedConn) begin(ctx context.Context, head, bodiless, replayable, reused bool, quarantine time.Duration) {
 	c.mu.Lock()
 	if c.retired && replayable {
 		c.mu.Unlock()
@@ -105,7 +106,7 @@ func (c *guardedConn) begin(ctx context.Context, head, replayable, reused bool, 
 		return
 	}
 	wait := quarantine - time.Since(c.lastRead)
-	c.answer.begin(head)
+	c.answer.begin(head, bodiless)
 	c.mu.Unlock()
 	if !reused || wait <= 0 {
 		return

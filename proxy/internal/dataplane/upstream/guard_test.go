@@ -195,13 +195,13 @@ func TestGuardedConnectionHoldsForTheRestOfTheQuarantine(t *testing.T) {
 		}
 		time.Sleep(q / 4)
 		start := time.Now()
-		c.begin(context.Background(), false, true, true, q)
+		c.begin(context.Background(), false, true, true, true, q)
 		if held := time.Since(start); held != q-q/4 {
 			t.Errorf("held %s, want the rest of the quarantine, %s", held, q-q/4)
 		}
 		start = time.Now()
-		c.begin(context.Background(), false, true, true, q)
-		c.begin(context.Background(), false, true, false, q)
+		c.begin(context.Background(), false, true, true, true, q)
+		c.begin(context.Background(), false, true, true, false, q)
 		if held := time.Since(start); held != 0 {
 			t.Errorf("held %s after the quarantine, or on a new connection", held)
 		}
