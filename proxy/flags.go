@@ -19,6 +19,7 @@ import (
 	"coxswain.dev/coxswain/proxy/internal/agent"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/accesslog"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/forward"
+	"coxswain.dev/coxswain/proxy/internal/dataplane/h1client"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/http1"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/listener"
 	"coxswain.dev/coxswain/proxy/internal/dataplane/upstream"
@@ -169,6 +170,7 @@ type limits struct {
 	upstreamMaxPending     int
 	upstreamPendingTimeout time.Duration
 	upstreamClientShare    int
+	upstreamQuarantine     time.Duration
 	maxBufferedBodyBytes   int64
 	maxRequestsPerConn     int
 	memoryWatermark        int64
@@ -212,6 +214,8 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"Time a request may wait for a place on a backend endpoint; then it is answered 503.")
 	fs.IntVar(&l.upstreamClientShare, "upstream-client-share-percent", upstream.DefaultClientSharePercent,
 		"Percentage of an endpoint's places one client address may hold or wait for; beyond it 503 at once.")
+	fs.DurationVar(&l.upstreamQuarantine, "upstream-reuse-quarantine", h1client.DefaultReuseQuarantine,
+		"Time an HTTP/1.1 backend connection rests after an answer before it carries another request, so that bytes the backend writes past the answer show first; 0 for none.")
 	fs.Int64Var(&l.maxBufferedBodyBytes, "max-buffered-body-bytes", forward.DefaultMaxBufferedBodyBytes,
 		"Memory for request bodies held for retries and mirrors, the whole proxy together; a body beyond it is sent once, not mirrored.")
 	fs.IntVar(&l.maxRequestsPerConn, "max-requests-per-connection", forward.DefaultMaxRequestsPerConnection,
@@ -230,6 +234,14 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"UDP flows, all listeners together; a datagram that would open one more is dropped.")
 	fs.IntVar(&l.retryBudgetFloor, "retry-budget-min-per-second", upstream.DefaultRetryBudgetMinPerSecond,
 		"Retries a second a cluster may make beyond the fifth of its requests that its budget earns.")
+}
+
+// reuseQuarantine is the upstream option of --upstream-reuse-quarantine, whose 0 is none.
+func reuseQuarantine(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // check refuses limits that would disable a protection.
@@ -254,6 +266,9 @@ func (l *limits) check() error {
 	}
 	if l.memoryWatermark < 0 {
 		return errors.New("--memory-watermark-bytes must not be negative")
+	}
+	if l.upstreamQuarantine < 0 {
+		return errors.New("--upstream-reuse-quarantine must not be negative")
 	}
 	if l.http2StreamWindow < 65535 || l.http2ConnWindow < l.http2StreamWindow || l.http2ConnWindow > 1<<30 {
 		return errors.New("--http2-stream-window-bytes must be at least 65535 and --http2-connection-window-bytes between it and 1 GiB")

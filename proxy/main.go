@@ -341,6 +341,7 @@ func newDataPlane(opts *options, reg prometheus.Registerer, tracer *tracing.Trac
 			PendingTimeout:          l.upstreamPendingTimeout,
 			ClientSharePercent:      l.upstreamClientShare,
 			RetryBudgetMinPerSecond: l.retryBudgetFloor,
+			ReuseQuarantine:         reuseQuarantine(l.upstreamQuarantine),
 		},
 		Forward: forward.Options{
 			MaxRequestBodySize:        l.maxRequestBodyBytes,

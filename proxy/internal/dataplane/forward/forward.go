@@ -92,34 +92,51 @@ func (h *Handler) forward(x *exchange) int {
 			defer stop()
 		}
 		x.retries = retries
-		var wrote atomic.Bool
+		var wrote, reused atomic.Bool
+		stale := staleRetry(x.r.Method, upgrade, body == nil || replay != nil)
 		trace := &httptrace.ClientTrace{
 			GetConn: func(string) {
 				if wrote.Load() {
-					cancel(errRetry)
+					// The engine goes again: allowed once, for a request that may be sent
+					// twice, when its reused connection ended before any byte of an answer.
+					if !stale || !reused.Load() {
+						cancel(errRetry)
+					} else {
+						stale = false
+						reused.Store(false)
+						wrote.Store(false)
+						h.opts.Metrics.Retry(cl.Name, RetryStaleConnection)
+					}
 				}
 				if h.opts.AccessLog != nil {
 					x.connectAt.Store(int64(time.Since(x.start)))
 				}
 			},
+			GotConn: func(info httptrace.GotConnInfo) {
+				reused.Store(info.Reused)
+				if h.opts.AccessLog != nil {
+					x.gotConn(info)
+				}
+			},
 			WroteHeaders:   func() { wrote.Store(true) },
 			Got1xxResponse: x.informational,
-		}
-		if h.opts.AccessLog != nil {
-			trace.GotConn = x.gotConn
 		}
 		traced := httptrace.WithClientTrace(ctx, trace)
 		out := x.outbound(traced, ep, body, upgrade)
 		out.URL.Scheme = cl.Scheme()
 		if replay != nil {
 			// Each attempt sends the buffered body afresh; the engine may still be reading an
-			// earlier attempt's reader.
+			// earlier attempt's reader, and reads it again through GetBody when it retries.
 			out.Body = io.NopCloser(bytes.NewReader(replay))
+			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(replay)), nil }
 		}
 		if retries == 0 && !upgrade { // an upgrade is never mirrored: its copy would open a tunnel
 			if err := h.mirror(x, out, body); err != nil {
 				return x.bodyFailed(err)
 			}
+		}
+		if stale { // after the mirrors copied the request, whose copies are never sent twice
+			markIdempotent(out.Header, out.Method)
 		}
 		if b.Filters != nil { // after the mirrors copied the request
 			backendRequestHeaders(out.Header, b.Filters, upgrade)

@@ -35,6 +35,31 @@ func (x *exchange) retryPolicy(body *requestBody, upgrade bool) *router.Retry {
 	return p
 }
 
+// RetryStaleConnection is the retries_total outcome of a request the engine sent once more,
+// on a new connection, because the reused connection it went out on ended (closed or reset by
+// the backend) before any byte of an answer: the backend closed an idle connection as the
+// request left, and cannot have acted on it.
+const RetryStaleConnection = "stale_connection"
+
+// staleRetry says whether a request may go once more when its reused connection ends before
+// any byte of an answer, whatever the route's retry policy: when its method is idempotent, it
+// is no upgrade, and its body is absent or held in memory (replayable).
+func staleRetry(method string, upgrade, replayable bool) bool {
+	return replayable && !upgrade && idempotent(method)
+}
+
+// markIdempotent tells Go's Transport that a PUT or DELETE may be sent again, as it sends a
+// GET again: an Idempotency-Key without a value, which neither engine writes. The native
+// engine retries them by its own rule.
+func markIdempotent(h http.Header, method string) {
+	if method != http.MethodPut && method != http.MethodDelete {
+		return
+	}
+	if _, ok := h["Idempotency-Key"]; !ok {
+		h["Idempotency-Key"] = nil
+	}
+}
+
 func idempotent(method string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:

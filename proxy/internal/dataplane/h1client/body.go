@@ -14,16 +14,25 @@ import (
 )
 
 // final returns the response of the parsed final head, its body framed as the head says. A
-// response without a body gives its connection back at once.
+// response with an empty body gives its connection back at once; one without a body by its
+// request's method (HEAD) or its status (204, 304) closes it, since a backend that sent a
+// body anyway, a moment later, would have it read as the next request's answer. So does a
+// head that came before the request's body was sent whole: the backend answered without
+// reading the body, which it may yet read as a request of its own.
 func (c *conn) final(req *http.Request, p *pump) *http.Response {
 	rb := &responseBody{}
 	resp, b := &rb.resp, &rb.body
 	c.newResponse(resp, req)
 	r := &c.resp
 	_, _ = c.br.Discard(r.HeadLen)
-	*b = body{c: c, p: p, resp: resp, framing: r.Framing, remain: r.ContentLength, keepAlive: r.KeepAlive}
+	keepAlive := r.KeepAlive && !p.early()
+	*b = body{c: c, p: p, resp: resp, framing: r.Framing, remain: r.ContentLength, keepAlive: keepAlive}
 	switch {
-	case r.Framing == http1.FramingNone, r.Framing == http1.FramingLength && r.ContentLength == 0:
+	case r.Framing == http1.FramingNone:
+		resp.Body = http.NoBody
+		b.release(false)
+		return resp
+	case r.Framing == http1.FramingLength && r.ContentLength == 0:
 		resp.Body = http.NoBody
 		b.release(true)
 		return resp

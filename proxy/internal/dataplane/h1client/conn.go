@@ -41,7 +41,8 @@ type conn struct {
 	// long says the last head was longer than br, which now reads the bytes after it before
 	// the connection's: the connection is not reused.
 	long bool
-	// idleSince is when the connection went back to the pool; guarded by Transport.mu.
+	// idleSince is when the connection went back to the pool, the start of its quarantine;
+	// guarded by Transport.mu.
 	idleSince time.Time
 	// cancelled says the request's context ended while the connection carried it: its
 	// deadlines are in the past for good.

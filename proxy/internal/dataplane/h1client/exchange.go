@@ -124,10 +124,11 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, trace *httpt
 var errNothingWritten = errors.New("h1client: nothing of the request was written")
 
 // retryable says whether a request that failed on a reused connection may go again on a new
-// one, as net/http's Transport decides: when none of it was written, or when the backend
-// closed the connection before any byte of an answer and the request can be sent again as it
-// was (no body, or one at hand) with a method that is idempotent by nature (GET, HEAD,
-// OPTIONS, TRACE) or an Idempotency-Key.
+// one: when none of it was written, or when the backend closed or reset the connection before
+// any byte of an answer and the request can be sent again as it was (no body, or one at hand)
+// with a method that is idempotent (RFC 9110 9.2.2: GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or
+// an Idempotency-Key. A backend that closes an idle connection as the request goes out then
+// costs nothing.
 func retryable(err error, req *http.Request, f framing, inline []byte) bool {
 	if errors.Is(err, errNothingWritten) {
 		return true
@@ -136,7 +137,7 @@ func retryable(err error, req *http.Request, f framing, inline []byte) bool {
 		return false
 	}
 	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
 	_, key := req.Header["Idempotency-Key"]

@@ -84,9 +84,14 @@ func serveEach(resp func(r *http.Request) string) func(net.Conn, *bufio.Reader) 
 	}
 }
 
-// newTransport returns a transport to addr whose idle connections close with the test.
+// newTransport returns a transport to addr whose idle connections close with the test. Its
+// connections are reused at once unless o sets a quarantine: the tests of the quarantine
+// set one.
 func newTransport(t *testing.T, o Options) *Transport {
 	t.Helper()
+	if o.ReuseQuarantine == 0 {
+		o.ReuseQuarantine = -1
+	}
 	tr := New(o)
 	t.Cleanup(tr.CloseIdleConnections)
 	return tr

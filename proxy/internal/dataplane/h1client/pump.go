@@ -37,6 +37,8 @@ type pump struct {
 	state atomic.Int32
 	// err is why the body was not sent whole, nil once it was; read after done.
 	err error
+	// sent says the body's last byte was written.
+	sent atomic.Bool
 }
 
 // startPump starts sending body, framed as f says.
@@ -63,6 +65,9 @@ func (p *pump) run() {
 		err = p.sendLength(*bp)
 	}
 	p.err = err
+	if err == nil {
+		p.sent.Store(true)
+	}
 	var ce *clientError
 	switch {
 	case errors.As(err, &ce) && !p.stopped():
@@ -197,6 +202,10 @@ func (p *pump) running() bool {
 		return true
 	}
 }
+
+// early reports whether the body was not yet sent whole: said when a final head comes,
+// the backend answered before it had the whole request.
+func (p *pump) early() bool { return p != nil && !p.sent.Load() }
 
 // stopped reports whether the exchange ended before the pump did.
 func (p *pump) stopped() bool { return p.state.Load() == pumpStopped }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -39,6 +40,11 @@ type Options struct {
 	// MaxInformational bounds the 1xx responses before the final one; DefaultMaxInformational
 	// when zero.
 	MaxInformational int
+	// ReuseQuarantine is how long a connection rests in the pool after an answer before it
+	// carries another request, so that bytes a backend writes past the answer's framing
+	// arrive, and the peek at checkout sees them, before a request could take them for its
+	// answer; DefaultReuseQuarantine when zero, negative for none.
+	ReuseQuarantine time.Duration
 }
 
 // Defaults of Options.
@@ -50,6 +56,11 @@ const (
 	DefaultBufferSize       = 32 << 10
 	DefaultWatchInterval    = 250 * time.Millisecond
 	DefaultMaxInformational = 5
+	// DefaultReuseQuarantine is a few round trips inside a data centre: a backend whose extra
+	// bytes follow its answer's in another write, or another segment, is seen (a backend that
+	// waits longer on purpose is not; SECURITY.md says so). With requests closer together
+	// than this, the pool holds more connections: about the requests of this long.
+	DefaultReuseQuarantine = 2 * time.Millisecond
 )
 
 func (o *Options) defaults() {
@@ -74,12 +85,20 @@ func (o *Options) defaults() {
 	if o.MaxInformational == 0 {
 		o.MaxInformational = DefaultMaxInformational
 	}
+	switch {
+	case o.ReuseQuarantine == 0:
+		o.ReuseQuarantine = DefaultReuseQuarantine
+	case o.ReuseQuarantine < 0:
+		o.ReuseQuarantine = 0
+	}
 }
 
 // Transport is an http.RoundTripper that speaks HTTP/1.1 to one endpoint over its own pool:
-// a LIFO of idle connections under a mutex, with no goroutine per connection. An exchange runs
-// on the caller's goroutine, and a request body that is not at hand gets one pump goroutine
-// while the response is read. It never retries.
+// a LIFO of idle connections under a mutex, with no goroutine per connection, where a
+// connection back from an answer rests for ReuseQuarantine before it is taken again. An
+// exchange runs on the caller's goroutine, and a request body that is not at hand gets one
+// pump goroutine while the response is read. It retries only what net/http's Transport
+// retries: a request that found its reused connection closed before any byte of an answer.
 type Transport struct {
 	o      Options
 	dialer net.Dialer
@@ -126,37 +145,43 @@ func (t *Transport) get(ctx context.Context) (*conn, error) {
 	}
 }
 
-// popIdle takes the most recently used idle connection, closing every one idle too long.
+// popIdle takes the most recently used idle connection whose quarantine is over, closing
+// every one idle too long; it returns nil when there is none (the younger ones stay).
 func (t *Transport) popIdle() *conn {
+	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(t.idle)
-	if n == 0 {
+	// idle is in the order the connections came back, so the rested ones come first.
+	i := sort.Search(n, func(j int) bool { return now.Sub(t.idle[j].idleSince) < t.o.ReuseQuarantine })
+	if i == 0 {
 		return nil
 	}
-	c := t.idle[n-1]
-	t.idle[n-1] = nil
-	t.idle = t.idle[:n-1]
-	if time.Since(c.idleSince) > t.o.IdleTimeout {
-		// The others were idle longer still.
-		for _, old := range t.idle {
+	c := t.idle[i-1]
+	if now.Sub(c.idleSince) > t.o.IdleTimeout {
+		// The others before it were idle longer still.
+		for _, old := range t.idle[:i] {
 			old.close()
 		}
-		clear(t.idle)
-		t.idle = t.idle[:0]
-		c.close()
+		rest := copy(t.idle, t.idle[i:])
+		clear(t.idle[rest:])
+		t.idle = t.idle[:rest]
 		return nil
 	}
+	copy(t.idle[i-1:], t.idle[i:])
+	t.idle[n-1] = nil
+	t.idle = t.idle[:n-1]
 	return c
 }
 
 // put keeps c idle for the next request, closing the least recently used connection when
 // the pool is full.
 func (t *Transport) put(c *conn) {
-	c.idleSince = time.Now()
 	c.reused = true
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// Stamped under the lock, so that idle stays in the order of the stamps.
+	c.idleSince = time.Now()
 	if len(t.idle) >= t.o.MaxIdleConns {
 		t.idle[0].close()
 		copy(t.idle, t.idle[1:])

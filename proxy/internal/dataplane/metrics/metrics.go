@@ -104,7 +104,8 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 	return m, nil
 }
 
-// Retry counts one retry decision for cluster: outcome is "sent" or "budget_exhausted".
+// Retry counts one retry decision for cluster: outcome is "sent", "budget_exhausted" or
+// forward.RetryStaleConnection.
 func (m *Metrics) Retry(cluster, outcome string) {
 	if m != nil {
 		m.retries.WithLabelValues(cluster, outcome).Inc()

@@ -66,6 +66,11 @@ func testTLSEndpointsAreKeptApart(t *testing.T, engine http1.Engine) {
 func tlsConfigOf(t *testing.T, rt http.RoundTripper, engine http1.Engine) *tls.Config {
 	t.Helper()
 	switch tr := rt.(type) {
+	case *guarded:
+		if engine != http1.EngineNetHTTP {
+			t.Fatalf("the %s engine's endpoint has Go's Transport", engine)
+		}
+		return tr.TLSClientConfig
 	case *http.Transport:
 		if engine != http1.EngineNetHTTP {
 			t.Fatalf("the %s engine's endpoint has Go's Transport", engine)

@@ -66,7 +66,7 @@ func testEngineExchange(t *testing.T, engine http1.Engine, tls bool) {
 	srv, opened, closed := countingServer(t, tls)
 	addr := srv.Listener.Addr().String()
 	cluster := clusterFor(t, addr, tls, srv)
-	p := NewPool(Options{Engine: engine})
+	p := NewPool(Options{Engine: engine, ReuseQuarantine: -1})
 	set := p.Build(nil, update(t, nil, cluster))
 	p.Retire(nil, set)
 	cl := set.Cluster(0)

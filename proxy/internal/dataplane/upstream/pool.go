@@ -44,6 +44,12 @@ type Options struct {
 	MaxResponseHeaderBytes int64
 	// BufferSize is the read and write buffer of one upstream connection; 32 KiB when zero.
 	BufferSize int
+	// ReuseQuarantine is how long an HTTP/1.1 connection rests after an answer before it
+	// carries another request, so that bytes a backend writes past the answer's framing show
+	// before then; h1client.DefaultReuseQuarantine when zero, negative for none. The native
+	// engine takes another connection meanwhile; Go's Transport, which picks the connection
+	// itself, waits for the rest of it.
+	ReuseQuarantine time.Duration
 	// Engine speaks HTTP/1.1 to the endpoints; http1.DefaultEngine when empty. HTTP/2 (h2c and
 	// over TLS) is Go's Transport either way.
 	Engine http1.Engine
@@ -97,6 +103,9 @@ func (o *Options) defaults() {
 	if o.BufferSize == 0 {
 		o.BufferSize = 32 << 10
 	}
+	if o.ReuseQuarantine == 0 {
+		o.ReuseQuarantine = h1client.DefaultReuseQuarantine
+	}
 }
 
 // Pool owns the endpoint transports. Build and Retire are called from one goroutine at a time
@@ -121,10 +130,12 @@ func NewPool(opts Options) *Pool {
 // Endpoint is one backend address with its connection pools.
 type Endpoint struct {
 	Address string
-	// HTTP1 speaks HTTP/1.1 to the endpoint: Go's Transport, or with the native engine an
-	// h1client.Transport. It frames every request from the request's fields (method, target,
-	// Host, ContentLength, headers it does not own) and never retries. Nil for an endpoint of
-	// a cluster with backend TLS.
+	// HTTP1 speaks HTTP/1.1 to the endpoint: Go's Transport with guarded connections, or with
+	// the native engine an h1client.Transport. It frames every request from the request's
+	// fields (method, target, Host, ContentLength, headers it does not own) and retries only a
+	// request whose reused connection ended before any byte of an answer (the forwarder's
+	// GetConn hook decides whether that attempt goes). Nil for an endpoint of a cluster with
+	// backend TLS.
 	HTTP1 http.RoundTripper
 	// TLS speaks HTTP/1.1 or HTTP/2 over TLS to the endpoint of a cluster with backend TLS
 	// (HTTP/1.1 with the native engine's client, HTTP/2 always with Go's Transport); nil
@@ -214,7 +225,7 @@ func (p *Pool) endpoint(addr string) *Endpoint {
 	if p.opts.Engine == http1.EngineNative {
 		ep.HTTP1 = ep.native(nil)
 	} else {
-		ep.HTTP1 = ep.transport(nil)
+		ep.HTTP1 = ep.guarded(nil)
 	}
 	p.clients[addr] = ep
 	return ep
@@ -230,16 +241,16 @@ func (p *Pool) tlsEndpoint(addr string, t *router.BackendTLS) *Endpoint {
 	}
 	ep := &Endpoint{Address: addr, opts: &p.opts, key: key, limit: newLimiter(&p.opts, &p.pending)}
 	p.clients[key] = ep
-	if !t.HTTP2 && p.opts.Engine == http1.EngineNative {
+	switch {
+	case !t.HTTP2 && p.opts.Engine == http1.EngineNative:
 		ep.TLS = ep.native(t.Config)
+		return ep
+	case !t.HTTP2:
+		ep.TLS = ep.guarded(t.Config)
 		return ep
 	}
 	var protocols http.Protocols
-	if t.HTTP2 {
-		protocols.SetHTTP2(true)
-	} else {
-		protocols.SetHTTP1(true)
-	}
+	protocols.SetHTTP2(true)
 	tr := ep.transport(&protocols)
 	tr.TLSClientConfig = t.Config
 	tr.TLSHandshakeTimeout = p.opts.DialTimeout
@@ -271,6 +282,18 @@ func (ep *Endpoint) transport(protocols *http.Protocols) *http.Transport {
 	}
 }
 
+// guarded returns Go's Transport speaking HTTP/1.1 to the endpoint, over TLS with cfg when it
+// is not nil, with its connections guarded as the native engine's are.
+func (ep *Endpoint) guarded(cfg *tls.Config) *guarded {
+	o := ep.opts
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	tr := ep.transport(&protocols)
+	tr.TLSClientConfig = cfg // what the endpoint's TLS settings are; guarded's dialer uses them
+	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	return newGuarded(tr, dialer, ep.Address, cfg, o.DialTimeout, max(o.ReuseQuarantine, 0))
+}
+
 // native returns the native engine's HTTP/1.1 client to the endpoint, over TLS with cfg when
 // it is not nil, bounded by the same options as Go's Transport.
 func (ep *Endpoint) native(cfg *tls.Config) *h1client.Transport {
@@ -284,6 +307,7 @@ func (ep *Endpoint) native(cfg *tls.Config) *h1client.Transport {
 		FirstByteTimeout: o.FirstByteTimeout,
 		MaxHeaderBytes:   int(o.MaxResponseHeaderBytes),
 		BufferSize:       o.BufferSize,
+		ReuseQuarantine:  o.ReuseQuarantine,
 	})
 }
 
