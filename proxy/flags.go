@@ -289,6 +289,7 @@ func parseFlags(args []string) (*options, error) {
 		"Added to every Gateway listener port when binding, for a proxy that may not bind ports under 1024.")
 	o.accessLog.register(fs)
 	o.tracing.Register(fs, "request spans")
+	o.tracing.RegisterParentSampling(fs)
 	fs.BoolVar(&o.pprof, "pprof", false,
 		"Serve runtime profiles under /debug/pprof/ on the health address, unauthenticated and reachable from the pod network; --admin-pprof serves them on the admin address instead.")
 	o.admin.register(fs)

@@ -151,6 +151,24 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 }
 
+// Tests that the proxy decides its own sampling unless told its callers are trusted.
+func TestParseFlagsTracingParentSampling(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[string]bool{"": false, "--tracing-trust-parent-sampling": true} {
+		flags := []string{"--node-id=n", "--tracing-endpoint=http://c:4317"}
+		if args != "" {
+			flags = append(flags, args)
+		}
+		o, err := parseFlags(flags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.tracing.opts.TrustParentSampling; got != want {
+			t.Errorf("flags %q: trust parent sampling %v, want %v", args, got, want)
+		}
+	}
+}
+
 func TestAnIPEndpointNeedsAServerName(t *testing.T) {
 	t.Parallel()
 	o, err := parseFlags([]string{"--discovery-endpoint=10.0.0.1:7000", "--node-id=n"})
