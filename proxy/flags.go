@@ -176,6 +176,8 @@ type limits struct {
 	maxClientHelloBytes    int
 	udpIdleTimeout         time.Duration
 	maxUDPFlows            int
+	maxUDPFlowsPerListener int
+	maxUDPFlowsPerClient   int
 }
 
 // register adds the limit flags to fs, with the data plane's defaults.
@@ -226,6 +228,10 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"Time a UDP flow (one client address's datagrams to its backend and back) may carry nothing either way before it ends.")
 	fs.IntVar(&l.maxUDPFlows, "max-udp-flows", listener.DefaultMaxUDPFlows,
 		"UDP flows, all listeners together; a datagram that would open one more is dropped.")
+	fs.IntVar(&l.maxUDPFlowsPerListener, "max-udp-flows-per-listener", listener.DefaultMaxUDPFlowsPerListener,
+		"UDP flows of one listener port; a datagram that would open one more on it is dropped.")
+	fs.IntVar(&l.maxUDPFlowsPerClient, "max-udp-flows-per-client", listener.DefaultMaxUDPFlowsPerClient,
+		"UDP flows of one client IP address, all listeners together; a datagram that would open one more is dropped.")
 	fs.IntVar(&l.retryBudgetFloor, "retry-budget-min-per-second", upstream.DefaultRetryBudgetMinPerSecond,
 		"Retries a second a cluster may make beyond the fifth of its requests that its budget earns.")
 }
@@ -244,6 +250,7 @@ func (l *limits) check() error {
 		"--max-requests-per-connection": int64(l.maxRequestsPerConn),
 		"--max-client-hello-bytes":      int64(l.maxClientHelloBytes),
 		"--udp-idle-timeout":            int64(l.udpIdleTimeout), "--max-udp-flows": int64(l.maxUDPFlows),
+		"--max-udp-flows-per-listener": int64(l.maxUDPFlowsPerListener), "--max-udp-flows-per-client": int64(l.maxUDPFlowsPerClient),
 		"--http2-stream-window-bytes": int64(l.http2StreamWindow), "--http2-connection-window-bytes": int64(l.http2ConnWindow),
 	} {
 		if v <= 0 {

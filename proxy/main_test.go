@@ -36,6 +36,7 @@ func TestParseFlagsRefusals(t *testing.T) {
 		{"stray arguments are refused", []string{"serve"}, "unexpected arguments"},
 		{"an unknown flag is refused", []string{"--insecure"}, "not defined"},
 		{"a zero connection limit is refused", []string{"--max-connections=0"}, "--max-connections must be positive"},
+		{"a zero UDP flow share of a client is refused", []string{"--max-udp-flows-per-client=0"}, "--max-udp-flows-per-client must be positive"},
 		{"a negative send timeout is refused", []string{"--send-timeout=-1s"}, "--send-timeout must be positive"},
 		{"a negative body limit is refused", []string{"--max-request-body-bytes=-1"}, "must not be negative"},
 		{"an unknown access log format is refused", []string{"--access-log-format=xml"}, "--access-log-format"},
