@@ -145,14 +145,7 @@ func TestUDPFlowsRefusedWhenOverloaded(t *testing.T) {
 	if exchange(t, kept, "before", 5*time.Second) == "" {
 		t.Fatal("no answer before the ballast")
 	}
-	ballast := make([]byte, 128<<20)
-	for i := 0; i < len(ballast); i += 4096 {
-		ballast[i] = 1
-	}
-	eventually(t, "the proxy is overloaded", func() bool {
-		runtime.GC()
-		return gaugeValue(t, reg, "coxswain_proxy_overloaded") == 1
-	})
+	relieve := overload(t, reg)
 	if got := exchange(t, udpClient(t, proxy), "new", 100*time.Millisecond); got != "" {
 		t.Errorf("a new flow above the watermark was answered: %q", got)
 	}
@@ -162,11 +155,7 @@ func TestUDPFlowsRefusedWhenOverloaded(t *testing.T) {
 	if exchange(t, kept, "during", 5*time.Second) == "" {
 		t.Error("an open flow stopped answering above the watermark")
 	}
-	runtime.KeepAlive(ballast)
-	eventually(t, "the proxy is no longer overloaded", func() bool {
-		runtime.GC()
-		return gaugeValue(t, reg, "coxswain_proxy_overloaded") == 0
-	})
+	relieve()
 	if exchange(t, udpClient(t, proxy), "after", 5*time.Second) == "" {
 		t.Error("no flow opened under the watermark again")
 	}
