@@ -180,6 +180,8 @@ type limits struct {
 	maxClientHelloBytes    int
 	udpIdleTimeout         time.Duration
 	maxUDPFlows            int
+	maxUDPFlowsPerListener int
+	maxUDPFlowsPerClient   int
 }
 
 // register adds the limit flags to fs, with the data plane's defaults.
@@ -232,6 +234,10 @@ func (l *limits) register(fs *flag.FlagSet) {
 		"Time a UDP flow (one client address's datagrams to its backend and back) may carry nothing either way before it ends.")
 	fs.IntVar(&l.maxUDPFlows, "max-udp-flows", listener.DefaultMaxUDPFlows,
 		"UDP flows, all listeners together; a datagram that would open one more is dropped.")
+	fs.IntVar(&l.maxUDPFlowsPerListener, "max-udp-flows-per-listener", listener.DefaultMaxUDPFlowsPerListener,
+		"UDP flows of one listener port; a datagram that would open one more on it is dropped.")
+	fs.IntVar(&l.maxUDPFlowsPerClient, "max-udp-flows-per-client", listener.DefaultMaxUDPFlowsPerClient,
+		"UDP flows of one client IP address, all listeners together; a datagram that would open one more is dropped.")
 	fs.IntVar(&l.retryBudgetFloor, "retry-budget-min-per-second", upstream.DefaultRetryBudgetMinPerSecond,
 		"Retries a second a cluster may make beyond the fifth of its requests that its budget earns.")
 }
@@ -258,6 +264,7 @@ func (l *limits) check() error {
 		"--max-requests-per-connection": int64(l.maxRequestsPerConn),
 		"--max-client-hello-bytes":      int64(l.maxClientHelloBytes),
 		"--udp-idle-timeout":            int64(l.udpIdleTimeout), "--max-udp-flows": int64(l.maxUDPFlows),
+		"--max-udp-flows-per-listener": int64(l.maxUDPFlowsPerListener), "--max-udp-flows-per-client": int64(l.maxUDPFlowsPerClient),
 		"--http2-stream-window-bytes": int64(l.http2StreamWindow), "--http2-connection-window-bytes": int64(l.http2ConnWindow),
 	} {
 		if v <= 0 {
@@ -306,6 +313,7 @@ func parseFlags(args []string) (*options, error) {
 		"Added to every Gateway listener port when binding, for a proxy that may not bind ports under 1024.")
 	o.accessLog.register(fs)
 	o.tracing.Register(fs, "request spans")
+	o.tracing.RegisterParentSampling(fs)
 	fs.BoolVar(&o.pprof, "pprof", false,
 		"Serve runtime profiles under /debug/pprof/ on the health address, unauthenticated and reachable from the pod network; --admin-pprof serves them on the admin address instead.")
 	o.admin.register(fs)

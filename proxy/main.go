@@ -329,6 +329,8 @@ func newDataPlane(opts *options, reg prometheus.Registerer, tracer *tracing.Trac
 			MaxClientHelloBytes:       l.maxClientHelloBytes,
 			UDPIdleTimeout:            l.udpIdleTimeout,
 			MaxUDPFlows:               l.maxUDPFlows,
+			MaxUDPFlowsPerListener:    l.maxUDPFlowsPerListener,
+			MaxUDPFlowsPerClient:      l.maxUDPFlowsPerClient,
 			MaxConnections:            l.maxConnections,
 			MaxConnectionsPerClient:   l.maxConnsPerClient,
 			HTTP2MaxConcurrentStreams: l.http2MaxStreams,

@@ -36,6 +36,7 @@ func TestParseFlagsRefusals(t *testing.T) {
 		{"stray arguments are refused", []string{"serve"}, "unexpected arguments"},
 		{"an unknown flag is refused", []string{"--insecure"}, "not defined"},
 		{"a zero connection limit is refused", []string{"--max-connections=0"}, "--max-connections must be positive"},
+		{"a zero UDP flow share of a client is refused", []string{"--max-udp-flows-per-client=0"}, "--max-udp-flows-per-client must be positive"},
 		{"a negative send timeout is refused", []string{"--send-timeout=-1s"}, "--send-timeout must be positive"},
 		{"a negative body limit is refused", []string{"--max-request-body-bytes=-1"}, "must not be negative"},
 		{"an unknown access log format is refused", []string{"--access-log-format=xml"}, "--access-log-format"},
@@ -148,6 +149,24 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 	if s := o.scope(); s.SharedPool || s.Namespace != "prod" || s.Name != "web" {
 		t.Fatalf("scope %s", s)
+	}
+}
+
+// Tests that the proxy decides its own sampling unless told its callers are trusted.
+func TestParseFlagsTracingParentSampling(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[string]bool{"": false, "--tracing-trust-parent-sampling": true} {
+		flags := []string{"--node-id=n", "--tracing-endpoint=http://c:4317"}
+		if args != "" {
+			flags = append(flags, args)
+		}
+		o, err := parseFlags(flags)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.tracing.opts.TrustParentSampling; got != want {
+			t.Errorf("flags %q: trust parent sampling %v, want %v", args, got, want)
+		}
 	}
 }
 

@@ -244,11 +244,19 @@ type Tracing struct {
 	// +optional
 	Protocol *TracingProtocol `json:"protocol,omitempty"`
 
-	// SamplingFraction is the share of the traces that start at the proxy that are recorded; a
-	// request whose traceparent carries the caller's decision follows it. Default: every trace
-	// (1/1).
+	// SamplingFraction is the share of the traces that are recorded: of those that start at the
+	// proxy, and of those a request's traceparent continues unless trustParentSampling.
+	// Default: every trace (1/1).
 	// +optional
 	SamplingFraction *SamplingFraction `json:"samplingFraction,omitempty"`
+
+	// TrustParentSampling follows the decision of a request's traceparent (its sampled flag)
+	// instead of samplingFraction. Off, the caller's trace is continued but the proxy decides
+	// whether to record it, so that no client can have its requests recorded (and fill the
+	// export queue) by setting the flag: turn it on only for a proxy whose every caller is
+	// trusted. Default: false.
+	// +optional
+	TrustParentSampling *bool `json:"trustParentSampling,omitempty"`
 }
 
 // TracingProtocol is an OTLP transport; the values are the proxy flag's.

@@ -50,9 +50,14 @@ type Options struct {
 	Endpoint string
 	// Protocol is ProtocolGRPC or ProtocolHTTP.
 	Protocol string
-	// SamplingRatio is the share of the traces started here that are recorded, 0 to 1; a
-	// request whose traceparent says the caller sampled it (or not) follows the caller.
+	// SamplingRatio is the share of the requests that are recorded, 0 to 1: of the traces
+	// started here, and of those a request's traceparent continues unless TrustParentSampling.
 	SamplingRatio float64
+	// TrustParentSampling follows the decision of a request's traceparent (its sampled flag)
+	// instead of SamplingRatio: for a proxy whose callers are trusted. Off (the edge's
+	// default), the caller's trace ID is kept but the proxy decides, at random, so that no
+	// client can have its requests recorded by setting the flag or choosing a trace ID.
+	TrustParentSampling bool
 	// Attributes describe this proxy (its pod and namespace) on every span.
 	Attributes []attribute.KeyValue
 	// QueueSize bounds the spans waiting for export; spans beyond it are dropped, never
@@ -122,7 +127,7 @@ func New(opts Options) (*Tracer, error) {
 	res := resource.NewSchemaless(append([]attribute.KeyValue{attribute.String("service.name", service)}, opts.Attributes...)...)
 	provider := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(opts.SamplingRatio))),
+		sdktrace.WithSampler(sampler(opts)),
 		sdktrace.WithSpanProcessor(newBatcher(exp, queue, opts.DroppedSpans)),
 	)
 	return &Tracer{provider: provider, tracer: provider.Tracer("coxswain.dev/coxswain/" + service)}, nil

@@ -338,6 +338,9 @@ func tracingArgs(t *v1alpha1.Tracing) []string {
 		}
 		args = append(args, "--tracing-sampling-ratio="+strconv.FormatFloat(float64(f.Numerator)/float64(den), 'g', -1, 64))
 	}
+	if t.TrustParentSampling != nil && *t.TrustParentSampling {
+		args = append(args, "--tracing-trust-parent-sampling")
+	}
 	return args
 }
 

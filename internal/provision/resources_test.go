@@ -79,7 +79,8 @@ func TestAccessLogArgs(t *testing.T) {
 }
 
 // Tests the tracing flags of a proxy: none when neither the operator nor the parameters trace,
-// the parameters' tracing replacing the default whole, and a sampling fraction as a ratio.
+// the parameters' tracing replacing the default whole, a sampling fraction as a ratio, and
+// trusting the callers' sampling decisions only when asked.
 func TestTracingArgs(t *testing.T) {
 	t.Parallel()
 	httpProto := ptr.To(v1alpha1.TracingProtocolHTTP)
@@ -97,6 +98,11 @@ func TestTracingArgs(t *testing.T) {
 			"a percent", nil, &v1alpha1.Tracing{Endpoint: "http://c:4317", SamplingFraction: &v1alpha1.SamplingFraction{Numerator: 25, Denominator: 100}},
 			[]string{"--tracing-endpoint=http://c:4317", "--tracing-sampling-ratio=0.25"},
 		},
+		{
+			"trusting the callers' sampling", nil, &v1alpha1.Tracing{Endpoint: "http://c:4317", TrustParentSampling: ptr.To(true)},
+			[]string{"--tracing-endpoint=http://c:4317", "--tracing-trust-parent-sampling"},
+		},
+		{"not trusting them, as by default", nil, &v1alpha1.Tracing{Endpoint: "http://c:4317", TrustParentSampling: ptr.To(false)}, []string{"--tracing-endpoint=http://c:4317"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -128,7 +128,7 @@ func New(log logr.Logger, opts Options) (*DataPlane, error) {
 // to the listeners and the handler.
 func (d *DataPlane) startOverload(opts *Options) error {
 	m := opts.Forward.Metrics
-	d.overload = listener.NewOverload(opts.MemoryWatermark, func() { m.OverloadRefused("connection") })
+	d.overload = listener.NewOverload(opts.MemoryWatermark, m.OverloadRefused)
 	d.overloadDone = make(chan struct{})
 	if d.overload == nil {
 		close(d.overloadDone)

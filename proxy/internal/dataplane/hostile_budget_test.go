@@ -435,6 +435,29 @@ func liveHeap() uint64 {
 	return s[0].Value.Uint64()
 }
 
+// overload grows the process's heap by a 128 MiB ballast until the data plane whose metrics
+// reg holds says it is overloaded (its watermark must be under the live heap plus the
+// ballast), and returns the function that drops the ballast and waits until it no longer is.
+func overload(t *testing.T, reg *prometheus.Registry) (relieve func()) {
+	t.Helper()
+	ballast := make([]byte, 128<<20)
+	for i := 0; i < len(ballast); i += 4096 {
+		ballast[i] = 1
+	}
+	eventually(t, "the proxy is overloaded", func() bool {
+		runtime.GC()
+		return gaugeValue(t, reg, "coxswain_proxy_overloaded") == 1
+	})
+	return func() {
+		t.Helper()
+		runtime.KeepAlive(ballast) // the ballast is garbage from here on
+		eventually(t, "the proxy is no longer overloaded", func() bool {
+			runtime.GC()
+			return gaugeValue(t, reg, "coxswain_proxy_overloaded") == 0
+		})
+	}
+}
+
 // Tests the overload manager: above the memory watermark the proxy closes new connections on
 // accept and answers requests on open ones 503 with Connection: close, counting both and
 // logging the request with its reason; once memory is back under the watermark it serves
@@ -449,14 +472,7 @@ func TestOverloadRefusesAboveTheWatermark(t *testing.T) {
 	if resp, _ := roundTrip(t, kept, br, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 200 {
 		t.Fatalf("before the ballast: %d", resp.StatusCode)
 	}
-	ballast := make([]byte, 128<<20)
-	for i := 0; i < len(ballast); i += 4096 {
-		ballast[i] = 1
-	}
-	eventually(t, "the proxy is overloaded", func() bool {
-		runtime.GC()
-		return gaugeValue(t, reg, "coxswain_proxy_overloaded") == 1
-	})
+	relieve := overload(t, reg)
 	fresh, _ := rawConn(t, proxy)
 	_, _ = io.WriteString(fresh, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	if !closedByPeer(fresh, 2*time.Second) {
@@ -474,11 +490,7 @@ func TestOverloadRefusesAboveTheWatermark(t *testing.T) {
 	if line := logLine(t, logs, "reason", "overloaded"); line["status"] != 503.0 || line["clientPort"] != localPort(kept) || line["upstream"] != "" {
 		t.Errorf("the refused request's access log line is %v", line)
 	}
-	runtime.KeepAlive(ballast) // the ballast is garbage from here on
-	eventually(t, "the proxy is no longer overloaded", func() bool {
-		runtime.GC()
-		return gaugeValue(t, reg, "coxswain_proxy_overloaded") == 0
-	})
+	relieve()
 	if r := do(t, client(proxy), "GET", "http://x/"); r.status != 200 {
 		t.Errorf("under the watermark again: %d", r.status)
 	}

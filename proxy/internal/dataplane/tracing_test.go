@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -82,7 +81,14 @@ func startCollector(t *testing.T) (*collector, string) {
 // 80 whose route ns/r/0/0 goes to be.
 func tracedPlane(t *testing.T, endpoint string, ratio float64, be string) (*tracing.Tracer, string) {
 	t.Helper()
-	tr, err := tracing.New(tracing.Options{Endpoint: endpoint, Protocol: tracing.ProtocolGRPC, SamplingRatio: ratio})
+	return tracedPlaneWith(t, tracing.Options{Endpoint: endpoint, SamplingRatio: ratio}, be)
+}
+
+// tracedPlaneWith is tracedPlane with the tracer's options (over OTLP/gRPC).
+func tracedPlaneWith(t *testing.T, opts tracing.Options, be string) (*tracing.Tracer, string) {
+	t.Helper()
+	opts.Protocol = tracing.ProtocolGRPC
+	tr, err := tracing.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,15 +176,17 @@ func TestTracingContinuesTheClientsTrace(t *testing.T) {
 	}
 }
 
-// Tests the sampling decisions: a request without a traceparent starts a trace that the ratio
-// samples (1: recorded, the backend told so; 0: nothing exported, the backend told it is not
-// sampled), and a caller's decision is followed whatever the ratio. A 5xx marks the span an
-// error.
+// Tests the sampling decisions of an edge proxy (the default): a request without a traceparent
+// starts a trace that the ratio samples (1: recorded, the backend told so; 0: nothing
+// exported, the backend told it is not sampled), and a client's traceparent gives the trace ID
+// but not the decision: its sampled flag records nothing at ratio 0 (any client could fill the
+// export queue), nor does a trace ID chosen to fall under a tiny ratio's threshold (the
+// decision is not the trace ID's hash). A 5xx marks the span an error.
 func TestTracingSampling(t *testing.T) {
 	t.Parallel()
 	coll, endpoint := startCollector(t)
 	app, _ := backend(t, "app")
-	_, never := tracedPlane(t, endpoint, 0, hostPort(app))
+	tr, never := tracedPlane(t, endpoint, 0, hostPort(app))
 
 	r := do(t, client(never), "GET", "http://web.example/")
 	got := r.echo.Headers["Traceparent"]
@@ -189,14 +197,43 @@ func TestTracingSampling(t *testing.T) {
 		t.Errorf("ratio 0 sent flags %s, want 00 (not sampled)", flags)
 	}
 	const sampled = "0af7651916cd43dd8448eb211c80319c"
-	r = do(t, client(never), "GET", "http://web.example/", "Traceparent: 00-"+sampled+"-b7ad6b7169203331-01")
-	if r.status != 200 {
-		t.Fatalf("status %d", r.status)
+	for range 20 {
+		r = do(t, client(never), "GET", "http://web.example/", "Traceparent: 00-"+sampled+"-b7ad6b7169203331-01")
+		if r.status != 200 {
+			t.Fatalf("status %d", r.status)
+		}
 	}
-	eventually(t, "the caller's sampled trace exported at ratio 0", func() bool { return coll.span(sampled) != nil })
-	time.Sleep(1500 * time.Millisecond) // a batch interval and more: the unsampled root had its chance
-	if n := coll.count(); n != 1 {
-		t.Errorf("%d spans exported at ratio 0, want only the caller's sampled one", n)
+	got = r.echo.Headers["Traceparent"]
+	if len(got) != 1 {
+		t.Fatalf("the backend got traceparent %q", got)
+	}
+	if traceID, _, flags := parseTraceparent(t, got[0]); traceID != sampled || flags != "00" {
+		t.Errorf("the backend got %q; want the client's trace ID, not sampled", got[0])
+	}
+	// Shutdown exports what is queued: nothing may be.
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := coll.count(); n != 0 {
+		t.Errorf("%d spans exported at ratio 0 for clients' sampled traceparents, want none", n)
+	}
+
+	// A trace ID whose low 64 bits (what a ratio sampler over trace IDs compares) are 1 falls
+	// under the threshold of any ratio above zero: a client choosing it must not be recorded
+	// at a ratio of one in a billion.
+	before := coll.count()
+	tr, tiny := tracedPlane(t, endpoint, 1e-9, hostPort(app))
+	const chosen = "ffffffffffffffff0000000000000001"
+	for range 20 {
+		if r = do(t, client(tiny), "GET", "http://web.example/", "Traceparent: 00-"+chosen+"-b7ad6b7169203331-01"); r.status != 200 {
+			t.Fatalf("status %d", r.status)
+		}
+	}
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := coll.count() - before; n != 0 {
+		t.Errorf("%d spans exported at ratio 1e-9 for a trace ID the client chose, want none", n)
 	}
 
 	// A backend that fails: the span is an error.
@@ -218,6 +255,33 @@ func TestTracingSampling(t *testing.T) {
 	eventually(t, "the failed request's span exported", func() bool { s = coll.span(failing); return s != nil })
 	if s.GetStatus().GetCode() != tracev1.Status_STATUS_CODE_ERROR || attrOf(s, "coxswain.refusal_reason") == "" {
 		t.Errorf("span of a %d: status %v, reason %q", r.status, s.GetStatus().GetCode(), attrOf(s, "coxswain.refusal_reason"))
+	}
+}
+
+// Tests --tracing-trust-parent-sampling, for a proxy behind a trusted edge: a caller's
+// decision is followed whatever the ratio, sampled at ratio 0 and not sampled at ratio 1.
+func TestTracingTrustParentSampling(t *testing.T) {
+	t.Parallel()
+	coll, endpoint := startCollector(t)
+	app, _ := backend(t, "app")
+	_, never := tracedPlaneWith(t, tracing.Options{Endpoint: endpoint, SamplingRatio: 0, TrustParentSampling: true}, hostPort(app))
+	const sampled = "0af7651916cd43dd8448eb211c80319c"
+	if r := do(t, client(never), "GET", "http://web.example/", "Traceparent: 00-"+sampled+"-b7ad6b7169203331-01"); r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	eventually(t, "the caller's sampled trace exported at ratio 0", func() bool { return coll.span(sampled) != nil })
+
+	tr, always := tracedPlaneWith(t, tracing.Options{Endpoint: endpoint, SamplingRatio: 1, TrustParentSampling: true}, hostPort(app))
+	const unsampled = "1af7651916cd43dd8448eb211c80319c"
+	r := do(t, client(always), "GET", "http://web.example/", "Traceparent: 00-"+unsampled+"-b7ad6b7169203331-00")
+	if got := r.echo.Headers["Traceparent"]; len(got) != 1 || !strings.HasSuffix(got[0], "-00") {
+		t.Errorf("the backend got %q; want the caller's decision, not sampled", got)
+	}
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if coll.span(unsampled) != nil {
+		t.Error("the caller's unsampled trace exported at ratio 1")
 	}
 }
 

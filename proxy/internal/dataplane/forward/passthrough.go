@@ -178,6 +178,8 @@ func (h *Handler) dialEndpoint(endpoints []router.Endpoint) net.Conn {
 const (
 	UDPFlowOpened             = "opened"
 	UDPFlowRefused            = "flow_limit"
+	UDPFlowListenerLimit      = "listener_flow_limit"
+	UDPFlowClientLimit        = "client_flow_limit"
 	UDPFlowNoRoute            = PassthroughNoRoute
 	UDPFlowNoBackend          = PassthroughNoBackend
 	UDPFlowBackendUnavailable = PassthroughBackendUnavailable

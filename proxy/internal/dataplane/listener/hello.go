@@ -20,14 +20,21 @@ var (
 	errHelloTooLarge = errors.New("tls passthrough: ClientHello larger than the bound")
 	// errHelloRead ends the handshake of crypto/tls once the hello is parsed.
 	errHelloRead = errors.New("tls passthrough: ClientHello read")
+	// errBadServerName is a ClientHello whose server name no DNS name could be.
+	errBadServerName = errors.New("tls passthrough: server name is not a DNS name")
 )
+
+// maxServerName is the length of the longest DNS name, in its dotted text form.
+const maxServerName = 253
 
 // readClientHello reads a ClientHello from c, within timeout and max bytes, with crypto/tls's
 // own parser (so that what passes is what Go's TLS server accepts: a malformed or non-TLS
 // opening fails), and returns its server name (empty when it names none) and every byte read
 // from c, which may run past the hello and must reach the backend as they are. Nothing is
 // written to c: the handshake is the backend's. The error is os.ErrDeadlineExceeded when the
-// hello did not arrive in time, errHelloTooLarge when it did not fit.
+// hello did not arrive in time, errHelloTooLarge when it did not fit, errBadServerName when its
+// server name has a byte no DNS name has (a NUL, a line feed, a space...) or is longer than one:
+// such a hello is refused as soon as it is read, never routed to a catch-all backend.
 func readClientHello(c net.Conn, timeout time.Duration, maxBytes int) (string, []byte, error) {
 	rec := &helloRecorder{Conn: c, max: maxBytes}
 	_ = c.SetReadDeadline(time.Now().Add(timeout))
@@ -42,6 +49,8 @@ func readClientHello(c net.Conn, timeout time.Duration, maxBytes int) (string, [
 	err := srv.HandshakeContext(context.Background())
 	_ = c.SetReadDeadline(time.Time{})
 	switch {
+	case got && !dnsName(serverName):
+		return "", rec.read, errBadServerName
 	case got:
 		return serverName, rec.read, nil
 	case rec.tooLarge:
@@ -79,3 +88,20 @@ func (r *helloRecorder) Read(p []byte) (int, error) {
 }
 
 func (r *helloRecorder) Write(p []byte) (int, error) { return len(p), nil }
+
+// dnsName reports whether name (a ClientHello's server name; empty when it has none) holds
+// only the bytes of a DNS host name, letters, digits, hyphens, dots and (as some hosts still
+// have) underscores, and fits in one. crypto/tls takes any bytes but a trailing dot.
+func dnsName(name string) bool {
+	if len(name) > maxServerName {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '.', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}

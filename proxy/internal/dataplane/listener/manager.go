@@ -72,6 +72,12 @@ type Options struct {
 	// MaxUDPFlows bounds the UDP flows of the proxy, all ports together; a datagram that would
 	// open one more is dropped. DefaultMaxUDPFlows when zero.
 	MaxUDPFlows int
+	// MaxUDPFlowsPerClient bounds the UDP flows of one client IP address, all ports together;
+	// a datagram that would open one more is dropped. DefaultMaxUDPFlowsPerClient when zero.
+	MaxUDPFlowsPerClient int
+	// MaxUDPFlowsPerListener bounds the UDP flows of one port; a datagram that would open one
+	// more is dropped. DefaultMaxUDPFlowsPerListener when zero.
+	MaxUDPFlowsPerListener int
 }
 
 // Defaults of the connection limits, which the proxy's flags show.
@@ -119,6 +125,12 @@ func (o *Options) defaults() {
 	if o.MaxUDPFlows == 0 {
 		o.MaxUDPFlows = DefaultMaxUDPFlows
 	}
+	if o.MaxUDPFlowsPerListener == 0 {
+		o.MaxUDPFlowsPerListener = DefaultMaxUDPFlowsPerListener
+	}
+	if o.MaxUDPFlowsPerClient == 0 {
+		o.MaxUDPFlowsPerClient = DefaultMaxUDPFlowsPerClient
+	}
 	if o.MaxClientHelloBytes == 0 {
 		o.MaxClientHelloBytes = DefaultMaxClientHelloBytes
 	}
@@ -154,8 +166,9 @@ type Manager struct {
 	// address.
 	open    atomic.Int64
 	clients *clientConns
-	// udpFlows counts the UDP flows of every port.
-	udpFlows atomic.Int64
+	// udpFlows counts the UDP flows of every port, udpClients those of each client address.
+	udpFlows   atomic.Int64
+	udpClients *clientConns
 }
 
 // NewManager returns a manager whose servers serve through handler.
@@ -163,7 +176,7 @@ func NewManager(log logr.Logger, handler *forward.Handler, opts Options) *Manage
 	opts.defaults()
 	return &Manager{
 		log: log, opts: opts, handler: handler, servers: map[uint32]*server{},
-		clients: newClientConns(opts.MaxConnectionsPerClient),
+		clients: newClientConns(opts.MaxConnectionsPerClient), udpClients: newClientConns(opts.MaxUDPFlowsPerClient),
 	}
 }
 

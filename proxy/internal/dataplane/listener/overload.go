@@ -17,8 +17,9 @@ const DefaultWatermarkPercent = 90
 
 // Overload is the proxy's overload manager: it reads the memory the runtime holds for live
 // objects and goroutine stacks every 100 ms and, while it is above the watermark, says the
-// proxy is overloaded. The listeners then close new connections on accept and the handler
-// answers new requests 503 with Connection: close, so that an overloaded proxy sheds load
+// proxy is overloaded. The listeners then close new connections on accept and drop the
+// datagrams that would open new UDP flows, and the handler answers new requests 503 with
+// Connection: close, so that an overloaded proxy sheds load
 // instead of growing until it is killed. The live heap is the one measured by the last
 // collection, which runs more often as memory nears GOMEMLIMIT; a burst of garbage between
 // collections does not count. A nil *Overload is never overloaded.
@@ -26,19 +27,29 @@ type Overload struct {
 	watermark uint64
 	over      atomic.Bool
 	samples   []rtmetrics.Sample
-	refused   func()
+	count     func(kind string)
 }
 
+// Kinds of what the overload manager refuses, as its metric labels them.
+const (
+	// OverloadConnection is a connection closed on accept.
+	OverloadConnection = "connection"
+	// OverloadUDPFlow is a UDP flow not opened: the datagram that would have opened it is
+	// dropped.
+	OverloadUDPFlow = "udp_flow"
+)
+
 // NewOverload returns an overload manager with the watermark, or nil when it is zero.
-// refused, when set, counts every connection closed on accept while overloaded.
-func NewOverload(watermark uint64, refused func()) *Overload {
+// refused, when set, counts every connection closed on accept (kind OverloadConnection) and
+// every UDP flow not opened (OverloadUDPFlow) while overloaded.
+func NewOverload(watermark uint64, refused func(kind string)) *Overload {
 	if watermark == 0 {
 		return nil
 	}
 	if refused == nil {
-		refused = func() {}
+		refused = func(string) {}
 	}
-	return &Overload{watermark: watermark, refused: refused, samples: []rtmetrics.Sample{
+	return &Overload{watermark: watermark, count: refused, samples: []rtmetrics.Sample{
 		{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"},
 	}}
 }
@@ -80,6 +91,12 @@ func (o *Overload) sample() {
 	}
 	o.over.Store(used > o.watermark)
 }
+
+// refused counts a connection closed on accept while overloaded.
+func (o *Overload) refused() { o.count(OverloadConnection) }
+
+// refusedUDPFlow counts a UDP flow not opened while overloaded.
+func (o *Overload) refusedUDPFlow() { o.count(OverloadUDPFlow) }
 
 // Overloaded reports whether memory was above the watermark at the last sample.
 func (o *Overload) Overloaded() bool { return o != nil && o.over.Load() }

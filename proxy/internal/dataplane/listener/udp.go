@@ -20,12 +20,24 @@ const (
 	// DefaultUDPIdleTimeout ends a flow that carried nothing either way this long.
 	DefaultUDPIdleTimeout = 60 * time.Second
 	// DefaultMaxUDPFlows bounds the flows of the proxy, all UDP ports together: each holds a
-	// socket to its backend and a goroutine.
+	// socket to its backend and a goroutine, about 4 KiB of memory while idle (no buffer: see
+	// readDatagram), so that the flows of a full table fit in 64 MiB.
 	DefaultMaxUDPFlows = 16384
+	// DefaultMaxUDPFlowsPerListener is a quarter of the flow limit: a flood on one port (one
+	// Gateway's listener, on the shared pool) leaves flows for the others.
+	DefaultMaxUDPFlowsPerListener = DefaultMaxUDPFlows / 4
+	// DefaultMaxUDPFlowsPerClient is a quarter of a listener's share: a client address sending
+	// from many ports cannot take more, and four such clients are needed to fill a listener.
+	DefaultMaxUDPFlowsPerClient = DefaultMaxUDPFlowsPerListener / 4
 )
 
 // maxDatagram is the largest UDP payload.
 const maxDatagram = 64 << 10
+
+// datagrams are the buffers datagrams are read into: a flow takes one once its backend's
+// datagram has arrived and gives it back once it is written to the client, so that an idle
+// flow holds none.
+var datagrams = sync.Pool{New: func() any { return new([maxDatagram]byte) }}
 
 // udpServer serves one UDP port: each client address gets a flow, a socket connected to an
 // endpoint of the backend its first datagram was routed to, which carries that client's
@@ -38,6 +50,9 @@ type udpServer struct {
 
 	mu    sync.Mutex
 	flows map[netip.AddrPort]*udpFlow
+	// open counts the flows of the port against MaxUDPFlowsPerListener: flows, and the flows
+	// being opened.
+	open  int
 	table *router.Table
 	done  bool
 	wg    sync.WaitGroup
@@ -63,9 +78,11 @@ func (m *Manager) newUDP(port uint32, addr string) (*udpServer, error) {
 	return &udpServer{m: m, port: port, conn: pc.(*net.UDPConn), flows: map[netip.AddrPort]*udpFlow{}}, nil
 }
 
-// serve reads datagrams until the socket closes.
+// serve reads datagrams until the socket closes, one at a time, into one buffer of the pool.
 func (s *udpServer) serve() error {
-	buf := make([]byte, maxDatagram)
+	b := datagrams.Get().(*[maxDatagram]byte)
+	defer datagrams.Put(b)
+	buf := b[:]
 	for {
 		n, client, err := s.conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -104,16 +121,18 @@ func (s *udpServer) flow(client netip.AddrPort) *udpFlow {
 		s.mu.Unlock()
 		return f
 	}
+	refusal := s.admit(client)
 	s.mu.Unlock()
-	if s.m.udpFlows.Add(1) > int64(s.m.opts.MaxUDPFlows) {
-		s.m.udpFlows.Add(-1)
-		s.m.handler.UDPFlow("", forward.UDPFlowRefused)
+	if refusal != "" {
+		if refusal != udpOverloaded {
+			s.m.handler.UDPFlow("", refusal)
+		}
 		return nil
 	}
 	route, up, outcome := s.m.handler.DialUDP(s.port)
 	s.m.handler.UDPFlow(route, outcome)
 	if up == nil {
-		s.m.udpFlows.Add(-1)
+		s.release(client)
 		return nil
 	}
 	f := &udpFlow{s: s, client: client, route: route, up: up}
@@ -130,6 +149,44 @@ func (s *udpServer) flow(client netip.AddrPort) *udpFlow {
 	s.mu.Unlock()
 	go f.answers()
 	return f
+}
+
+// admit counts a new flow of client against the flow limits of the proxy, of the port and of
+// client's address, unless the overload manager refuses it first (and counts it), and returns
+// why it is refused ("" when it is not): a refused flow takes no place. The caller holds s.mu.
+func (s *udpServer) admit(client netip.AddrPort) string {
+	o := &s.m.opts
+	switch {
+	case o.Overload.Overloaded():
+		o.Overload.refusedUDPFlow()
+		return udpOverloaded
+	case s.open >= o.MaxUDPFlowsPerListener:
+		return forward.UDPFlowListenerLimit
+	}
+	if s.m.udpFlows.Add(1) > int64(o.MaxUDPFlows) {
+		s.m.udpFlows.Add(-1)
+		return forward.UDPFlowRefused
+	}
+	if !s.m.udpClients.take(client.Addr().Unmap()) {
+		s.m.udpFlows.Add(-1)
+		return forward.UDPFlowClientLimit
+	}
+	s.open++
+	return ""
+}
+
+// udpOverloaded is admit's refusal while the proxy is overloaded, counted by the overload
+// manager rather than as a flow.
+const udpOverloaded = "overloaded"
+
+// release gives back the places admit counted for a flow of client. The caller does not hold
+// s.mu.
+func (s *udpServer) release(client netip.AddrPort) {
+	s.mu.Lock()
+	s.open--
+	s.mu.Unlock()
+	s.m.udpClients.give(client.Addr().Unmap())
+	s.m.udpFlows.Add(-1)
 }
 
 // sweep closes the flows whose route table no longer has on the port. The caller holds s.mu.
@@ -159,21 +216,63 @@ func (s *udpServer) sweep(table *router.Table) {
 // the client's next datagram tries again, and the idle timeout ends it.
 func (f *udpFlow) answers() {
 	defer f.s.wg.Done()
-	buf := make([]byte, maxDatagram)
+	defer f.close()
+	rc, err := f.up.SyscallConn()
+	if err != nil {
+		return
+	}
 	for {
-		n, err := f.up.Read(buf)
+		b, n, err := readDatagram(rc)
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			continue
 		}
 		if err != nil {
-			f.close()
 			return
 		}
 		f.idle.Reset(f.s.m.opts.UDPIdleTimeout)
-		if _, err := f.s.conn.WriteToUDPAddrPort(buf[:n], f.client); err == nil {
+		if _, err := f.s.conn.WriteToUDPAddrPort(b[:n], f.client); err == nil {
 			f.bytes[1].Add(float64(n))
 		}
+		datagrams.Put(b)
 	}
+}
+
+// readDatagram waits for a datagram on rc and reads it into a buffer of the pool, which the
+// caller gives back. It takes the buffer only once the runtime's poller says the socket is
+// readable, and gives it back when that was early: a flow waiting for its backend holds no
+// buffer, on its stack or the heap, only its goroutine's small stack. (A blocking Read would
+// hold its buffer for as long as it waits.) The buffer is nil when err is not nil.
+func readDatagram(rc syscall.RawConn) (*[maxDatagram]byte, int, error) {
+	var (
+		b    *[maxDatagram]byte
+		n    int
+		rerr error
+	)
+	err := rc.Read(func(fd uintptr) bool {
+		b = datagrams.Get().(*[maxDatagram]byte)
+		for {
+			n, rerr = syscall.Read(int(fd), b[:])
+			if !errors.Is(rerr, syscall.EINTR) {
+				break
+			}
+		}
+		if errors.Is(rerr, syscall.EAGAIN) {
+			datagrams.Put(b)
+			b = nil
+			return false
+		}
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		if b != nil {
+			datagrams.Put(b)
+		}
+		return nil, 0, err
+	}
+	return b, n, nil
 }
 
 // close ends the flow and gives its place back.
@@ -187,7 +286,7 @@ func (f *udpFlow) close() {
 			delete(s.flows, f.client)
 		}
 		s.mu.Unlock()
-		s.m.udpFlows.Add(-1)
+		s.release(f.client)
 	})
 }
 

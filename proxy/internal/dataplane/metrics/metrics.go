@@ -77,7 +77,7 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 	}, []string{"reason"})
 	m.overload = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coxswain_proxy_overload_refused_total",
-		Help: "Connections closed on accept (kind connection) and requests answered 503 (kind request) because the proxy was over its memory watermark.",
+		Help: "Connections closed on accept (kind connection), requests answered 503 (kind request) and UDP flows not opened (kind udp_flow: the datagram that would have opened one was dropped) because the proxy was over its memory watermark.",
 	}, []string{"kind"})
 	m.passthrough = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coxswain_proxy_passthrough_connections_total",
@@ -89,7 +89,7 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 	}, []string{"route", "direction"})
 	m.udpFlows = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coxswain_proxy_udp_flows_total",
-		Help: "Flows of UDP listeners (one per client address and port), by route (empty when none took it) and outcome: opened, or why the datagram that would have opened it was dropped (flow_limit, no_route, no_backend, backend_unavailable).",
+		Help: "Flows of UDP listeners (one per client address and port), by route (empty when none took it) and outcome: opened, or why the datagram that would have opened it was dropped (flow_limit: the proxy's limit, listener_flow_limit: its port's share, client_flow_limit: its client address's share, no_route, no_backend, backend_unavailable).",
 	}, []string{"route", "outcome"})
 	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "coxswain_proxy_active_connections",
@@ -127,8 +127,8 @@ func (m *Metrics) ConnectionClosed(reason string) {
 	}
 }
 
-// OverloadRefused counts a connection (kind "connection") or request ("request") refused
-// above the memory watermark.
+// OverloadRefused counts a connection (kind "connection"), request ("request") or UDP flow
+// ("udp_flow") refused above the memory watermark.
 func (m *Metrics) OverloadRefused(kind string) {
 	if m != nil {
 		m.overload.WithLabelValues(kind).Inc()
