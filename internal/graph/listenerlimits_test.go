@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"coxswain.dev/coxswain/internal/encode"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/graph/conditions"
 	"coxswain.dev/coxswain/internal/snapshot"
@@ -169,5 +170,63 @@ func TestListenersPerPortCap(t *testing.T) {
 	}
 	if msg := wantCondition(listenerSetOf(t, g, "c", "late").Conditions, "Accepted", metav1.ConditionFalse, string(gwapiv1.ListenerSetReasonListenersNotValid)); msg != "" {
 		t.Errorf("ListenerSet c/late: %s", msg)
+	}
+}
+
+// listenerSetsState holds the shared Gateway infra/shared, which allows ListenerSets from every
+// namespace, and sets ListenerSets of 64 HTTP listeners, each with its own hostname, perNS to a
+// namespace, listener i of set s on port(s, i), and for each ListenerSet an HTTPRoute that
+// attaches to every listener of it.
+func listenerSetsState(sets, perNS int, port func(s, i int) int32) *state.ClusterState {
+	cs := tenantsState(nsGateway{"infra", "shared", []int32{80}})
+	from := gwapiv1.NamespacesFromAll
+	for _, gw := range cs.Gateways {
+		gw.Spec.AllowedListeners = &gwapiv1.AllowedListeners{Namespaces: &gwapiv1.ListenerNamespaces{From: &from}}
+	}
+	group, kind, parentNS := gwapiv1.Group(gwapiv1.GroupName), gwapiv1.Kind("ListenerSet"), gwapiv1.Namespace("infra")
+	for s := range sets {
+		ns := gwapiv1.Namespace(fmt.Sprintf("tenant-%d", s/perNS))
+		ls := &gwapiv1.ListenerSet{ObjectMeta: metav1.ObjectMeta{
+			Namespace: string(ns), Name: fmt.Sprintf("set-%d", s), Generation: 1,
+			CreationTimestamp: metav1.NewTime(epoch.Add(time.Hour + time.Duration(s)*time.Minute)),
+		}}
+		ls.Spec.ParentRef = gwapiv1.ParentGatewayReference{Name: "shared", Namespace: &parentNS}
+		for i := range 64 {
+			host := gwapiv1.Hostname(fmt.Sprintf("h%d-%d.example.com", s, i))
+			ls.Spec.Listeners = append(ls.Spec.Listeners, gwapiv1.ListenerEntry{
+				Name: gwapiv1.SectionName(fmt.Sprintf("l%d", i)), Port: gwapiv1.PortNumber(port(s, i)), Protocol: gwapiv1.HTTPProtocolType, Hostname: &host,
+			})
+		}
+		cs.ListenerSets[state.Key(ls)] = ls
+		r := &gwapiv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: string(ns), Name: fmt.Sprintf("route-%d", s), Generation: 1}}
+		r.Spec.ParentRefs = []gwapiv1.ParentReference{{Group: &group, Kind: &kind, Namespace: &ns, Name: gwapiv1.ObjectName(ls.Name)}}
+		r.Spec.Rules = []gwapiv1.HTTPRouteRule{{}}
+		cs.HTTPRoutes[state.Key(r)] = r
+	}
+	return cs
+}
+
+// BenchmarkListenerSetsAtTheirCaps measures Build, Compile and the encoding of the shared pool
+// with one Gateway at the default caps: 256 ListenerSets of 64 listeners from two namespaces,
+// 16 ports of 1,024 listeners; and with the 100 ListenerSets of 64 listeners of one namespace
+// on one port, which the port's cap brings to 1,024 listeners.
+func BenchmarkListenerSetsAtTheirCaps(b *testing.B) {
+	for _, bc := range []struct {
+		name        string
+		sets, perNS int
+		port        func(s, i int) int32
+	}{
+		{"one-port", 100, 100, func(int, int) int32 { return 80 }},
+		{"default-caps", 256, 128, func(s, i int) int32 { return int32(8000 + (s*64+i)/1024) }}, //nolint:gosec // small
+	} {
+		cs := listenerSetsState(bc.sets, bc.perNS, bc.port)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := encode.All(snapshot.Compile(graph.Build(cs, graph.Options{}))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
