@@ -49,13 +49,16 @@ func TestCompileAllocatesInProportionToManyVirtualHosts(t *testing.T) {
 		for _, r := range res {
 			size += len(r.GetPayload().GetValue())
 		}
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		if _, err := Compile(snaptest.Seq(res)); err != nil {
-			t.Fatal(err)
+		got := ^uint64(0) // the least of three compiles, should another goroutine allocate meanwhile
+		for range 3 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			if _, err := Compile(snaptest.Seq(res)); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&after)
+			got = min(got, after.TotalAlloc-before.TotalAlloc)
 		}
-		runtime.ReadMemStats(&after)
-		got := after.TotalAlloc - before.TotalAlloc
 		per := float64(got) / float64(size)
 		t.Logf("%d virtual hosts: %d bytes of payloads, %d allocated, %.1f a byte", n, size, got, per)
 		if per > maxCompileAllocPerByte {
