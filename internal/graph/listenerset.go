@@ -104,13 +104,14 @@ func (b *builder) buildListenerSets() []*ListenerSet {
 		byPort := t.of(gw)
 		for _, e := range src.Spec.Listeners {
 			l := b.newListener(gw, ls, gwapiv1.Listener(e))
-			switch {
-			case l.Accepted() && t.portFull(byPort, l):
-			case markSetConflict(byPort[l.Port], l) && l.Accepted():
+			ls.Listeners = append(ls.Listeners, l)
+			if l.Accepted() && t.portFull(byPort, l) {
+				continue
+			}
+			if markSetConflict(byPort[l.Port], l) && l.Accepted() {
 				markSetOverlap(byPort[l.Port], l)
 				byPort[l.Port] = append(byPort[l.Port], l)
 			}
-			ls.Listeners = append(ls.Listeners, l)
 		}
 		ls.decide()
 		if ls.Accepted {
