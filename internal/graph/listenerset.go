@@ -144,8 +144,9 @@ func (t *takenListeners) of(gw *Gateway) map[int32][]*Listener {
 	return byPort
 }
 
-// setRefusal returns why a ListenerSet of namespace ns may not attach to gw, which and whose
-// namespace already hold as many as allowed, or "". The message names no other ListenerSet.
+// setRefusal returns why a ListenerSet of namespace ns may not attach to gw: gw, or ns, already
+// has as many ListenerSets attached as allowed; "" when it may. The message names no other
+// ListenerSet.
 func (t *takenListeners) setRefusal(gw *Gateway, ns string) string {
 	if n := int32(len(gw.listenerSets)); n >= t.limits.MaxListenerSetsPerGateway { //nolint:gosec // a count of ListenerSets
 		return fmt.Sprintf("Gateway %s has %d ListenerSets attached, the most allowed; this one is newer", gw.Key(), n)
