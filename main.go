@@ -280,6 +280,7 @@ func setupGatewayAPI(mgr ctrl.Manager, o *options, store *settings.Store, board 
 			s := store.Get()
 			return s.MaxSharedGatewaysPerNamespace, s.MaxSharedPortsPerNamespace
 		},
+		ListenerLimits: func() graph.ListenerLimits { return listenerLimits(store.Get()) },
 	}
 	if err := prov.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up provisioning controller: %w", err)
@@ -305,6 +306,7 @@ func newPipeline(mgr ctrl.Manager, o *options, store *settings.Store, snapshots 
 			s := store.Get()
 			return s.MaxSharedGatewaysPerNamespace, s.MaxSharedPortsPerNamespace
 		},
+		ListenerLimits: func() graph.ListenerLimits { return listenerLimits(store.Get()) },
 		TrustAnyEndpointSlice: func() bool {
 			return store.Get().EndpointSlices == v1alpha1.EndpointSliceTrustAny
 		},
@@ -363,5 +365,13 @@ func isClosed(c <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// listenerLimits are the graph's caps of ListenerSets in s.
+func listenerLimits(s settings.Settings) graph.ListenerLimits {
+	return graph.ListenerLimits{
+		MaxListenersPerPort: s.MaxListenersPerPort, MaxListenerSetsPerGateway: s.MaxListenerSetsPerGateway,
+		MaxListenerSetsPerNamespace: s.MaxListenerSetsPerNamespace,
 	}
 }

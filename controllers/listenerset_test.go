@@ -15,6 +15,7 @@ import (
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/graph/conditions"
 )
 
 func newListenerSet(ns, name, gatewayNS, gateway string, port gwapiv1.PortNumber, hostname string) *gwapiv1.ListenerSet {
@@ -114,4 +115,50 @@ func errorsOf(checks ...func() error) func() error {
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// Tests, against the real API server, that the caps of ListenerSets are written to the refused
+// objects' status: a ListenerSet beyond MaxListenerSetsPerGateway is Accepted=False and
+// Programmed=False (ListenerSetLimitReached), and a listener beyond MaxListenersPerPort is
+// Accepted=False and Programmed=False (ListenerLimitReached) while its ListenerSet, whose other
+// listener fits, stays attached.
+func TestListenerSetsBeyondTheirCapsAreRefused(t *testing.T) {
+	ns := newNamespace(t)
+	opts := graph.Options{Namespace: ns, ListenerLimits: graph.ListenerLimits{MaxListenerSetsPerGateway: 1, MaxListenersPerPort: 2}}
+	h := startGatewayAPIWith(t, true, opts)
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	gw := newGateway(ns, "web", class)
+	gw.Spec.AllowedListeners = &gwapiv1.AllowedListeners{Namespaces: &gwapiv1.ListenerNamespaces{From: ptr.To(gwapiv1.NamespacesFromSame)}}
+	h.create(gw)
+	// Created in this order, and named so that the tie-break of equal creation times (whole
+	// seconds) agrees: a-first is the older.
+	first := newListenerSet(ns, "a-first", ns, "web", 80, "one.example.com")
+	first.Spec.Listeners = append(first.Spec.Listeners, gwapiv1.ListenerEntry{
+		Name: "late", Port: 80, Protocol: gwapiv1.HTTPProtocolType, Hostname: ptr.To(gwapiv1.Hostname("two.example.com")),
+	})
+	h.create(first)
+	h.create(newListenerSet(ns, "b-second", ns, "web", 8080, "three.example.com"))
+
+	accepted, programmed := string(gwapiv1.ListenerSetConditionAccepted), string(gwapiv1.ListenerSetConditionProgrammed)
+	eventually(t, "the newer ListenerSet is refused", errorsOf(
+		h.listenerSetCondition(ns, "b-second", accepted, metav1.ConditionFalse, conditions.ReasonListenerSetLimitReached),
+		h.listenerSetCondition(ns, "b-second", programmed, metav1.ConditionFalse, conditions.ReasonListenerSetLimitReached),
+	))
+	eventually(t, "the older ListenerSet is attached, its second listener refused", func() error {
+		var ls gwapiv1.ListenerSet
+		h.get(&ls, ns, "a-first")
+		errs := []error{wantCondition(ls.Status.Conditions, accepted, metav1.ConditionTrue, string(gwapiv1.ListenerSetReasonListenersNotValid))}
+		for _, l := range ls.Status.Listeners {
+			want, reason := metav1.ConditionTrue, string(gwapiv1.ListenerReasonProgrammed)
+			if l.Name == "late" {
+				want, reason = metav1.ConditionFalse, conditions.ReasonListenerLimitReached
+				errs = append(errs, wantCondition(l.Conditions, string(gwapiv1.ListenerConditionAccepted), want, reason))
+			}
+			errs = append(errs, wantCondition(l.Conditions, string(gwapiv1.ListenerConditionProgrammed), want, reason))
+		}
+		if len(ls.Status.Listeners) != 2 {
+			errs = append(errs, fmt.Errorf("listeners %+v", ls.Status.Listeners))
+		}
+		return errors.Join(errs...)
+	})
 }

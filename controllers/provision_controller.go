@@ -94,6 +94,9 @@ type ProvisionReconciler struct {
 	// (MaxSharedGatewaysPerNamespace, MaxSharedPortsPerNamespace) at every reconcile, as the
 	// pipeline's graph gets them.
 	SharedPoolLimits func() (gateways, ports int32)
+	// ListenerLimits, when set, gives the graph's caps of ListenerSets at every reconcile, as
+	// the pipeline's graph gets them.
+	ListenerLimits func() graph.ListenerLimits
 	// Metrics, when set, records what the shared pool's caps and the image allowlist refuse.
 	Metrics  *ProvisionMetrics
 	Recorder events.EventRecorder
@@ -172,6 +175,9 @@ func (r *ProvisionReconciler) graphOptions() graph.Options {
 	}
 	if r.SharedPoolLimits != nil {
 		opts.MaxSharedGatewaysPerNamespace, opts.MaxSharedPortsPerNamespace = r.SharedPoolLimits()
+	}
+	if r.ListenerLimits != nil {
+		opts.ListenerLimits = r.ListenerLimits()
 	}
 	return opts
 }

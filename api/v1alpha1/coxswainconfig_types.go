@@ -46,9 +46,42 @@ type CoxswainConfigSpec struct {
 	// +optional
 	SharedPool *SharedPoolSpec `json:"sharedPool,omitempty"`
 
+	// ListenerSets bounds the listeners that ListenerSets add to Gateways: every listener of a
+	// Gateway port is a virtual host that each proxy serving the Gateway holds and the operator
+	// compiles.
+	// +optional
+	ListenerSets *ListenerSetsSpec `json:"listenerSets,omitempty"`
+
 	// Backends says which endpoints of the Services that routes name may receive traffic.
 	// +optional
 	Backends *BackendsSpec `json:"backends,omitempty"`
+}
+
+// ListenerSetsSpec caps the ListenerSets attached to Gateways and the listeners they add. The
+// caps follow the spec's precedence (a Gateway's own listeners, then ListenerSets oldest
+// first), so a newcomer never displaces what already serves.
+type ListenerSetsSpec struct {
+	// MaxPerGateway caps the ListenerSets attached to one Gateway, from any namespaces: a newer
+	// one is Accepted=False with reason ListenerSetLimitReached. Default 256.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	MaxPerGateway *int32 `json:"maxPerGateway,omitempty"`
+
+	// MaxPerNamespace caps the ListenerSets of one namespace attached to Gateways, whichever
+	// Gateways: a newer one is Accepted=False with reason ListenerSetLimitReached. Default 128.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	MaxPerNamespace *int32 `json:"maxPerNamespace,omitempty"`
+
+	// MaxListenersPerPort caps the accepted listeners of one Gateway port, the Gateway's own
+	// (at most 64) first, then its ListenerSets': a ListenerSet listener beyond is
+	// Accepted=False and Programmed=False with reason ListenerLimitReached. Default 1024.
+	// +optional
+	// +kubebuilder:validation:Minimum=64
+	// +kubebuilder:validation:Maximum=65536
+	MaxListenersPerPort *int32 `json:"maxListenersPerPort,omitempty"`
 }
 
 // EndpointSliceTrust says which EndpointSlices' endpoints a Service's traffic may reach.
@@ -384,6 +417,12 @@ type EffectiveSettings struct {
 	MaxSharedPortsPerNamespace int32 `json:"maxSharedPortsPerNamespace,omitempty"`
 	// +optional
 	EndpointSlices EndpointSliceTrust `json:"endpointSlices,omitempty"`
+	// +optional
+	MaxListenerSetsPerGateway int32 `json:"maxListenerSetsPerGateway,omitempty"`
+	// +optional
+	MaxListenerSetsPerNamespace int32 `json:"maxListenerSetsPerNamespace,omitempty"`
+	// +optional
+	MaxListenersPerPort int32 `json:"maxListenersPerPort,omitempty"`
 }
 
 // CoxswainConfigStatus is the observed state of a CoxswainConfig.

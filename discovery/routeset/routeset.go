@@ -152,9 +152,13 @@ func Assemble(name string, listener []byte, sets []Set) ([]byte, error) {
 		return cmp.Or(strings.Compare(a.VirtualHost, b.VirtualHost), Compare(a.Hostname, b.Hostname))
 	})
 	// Each virtual host's routes: the encoded routes fields of its sets, in order, located in
-	// the sets' payloads and copied once, into the result.
+	// the sets' payloads and copied once, into the result. The sets are sorted by virtual host,
+	// so each virtual host's fields are one run of fields, which holds every set's: what this
+	// allocates grows with the sets, whatever the number of virtual hosts.
+	fields := make([][]byte, 0, len(sets))
 	routes := make(map[string]*vhostRoutes, 1)
 	var last *vhostRoutes
+	size := len(listener)
 	for k, i := range order {
 		s := &sets[i]
 		prev := &sets[order[max(k-1, 0)]]
@@ -162,20 +166,19 @@ func Assemble(name string, listener []byte, sets []Set) ([]byte, error) {
 			return nil, fmt.Errorf("%w: two sets of virtual host %q and hostname %q", ErrInvalid, s.VirtualHost, s.Hostname)
 		}
 		if last == nil || prev.VirtualHost != s.VirtualHost {
-			last = &vhostRoutes{fields: make([][]byte, 0, len(sets))}
+			last = &vhostRoutes{from: len(fields), to: len(fields)}
 			routes[s.VirtualHost] = last
+			size += 2 * binary.MaxVarintLen64
 		}
 		var err error
-		if last.fields, err = appendSetRoutes(last.fields, name, s); err != nil {
+		if fields, err = appendSetRoutes(fields, name, s); err != nil {
 			return nil, err
 		}
-	}
-	size := len(listener)
-	for _, r := range routes {
-		for _, f := range r.fields {
-			r.size += len(f)
+		for _, f := range fields[last.to:] {
+			last.size += len(f)
+			size += len(f)
 		}
-		size += r.size + 2*binary.MaxVarintLen64
+		last.to = len(fields)
 	}
 	out := make([]byte, 0, size)
 	done := make(map[string]bool, len(routes))
@@ -224,7 +227,7 @@ func Assemble(name string, listener []byte, sets []Set) ([]byte, error) {
 		out = protowire.AppendTag(out, num, protowire.BytesType)
 		out = protowire.AppendVarint(out, uint64(len(v)+extra.size))
 		out = append(out, v...)
-		for _, f := range extra.fields {
+		for _, f := range fields[extra.from:extra.to] {
 			out = append(out, f...)
 		}
 	}
@@ -237,10 +240,11 @@ func Assemble(name string, listener []byte, sets []Set) ([]byte, error) {
 	return out, nil
 }
 
-// vhostRoutes are the encoded routes fields of one virtual host's sets, and their total size.
+// vhostRoutes are the encoded routes fields of one virtual host's sets, fields[from:to] of
+// Assemble's fields, and their total size.
 type vhostRoutes struct {
-	fields [][]byte
-	size   int
+	from, to int
+	size     int
 }
 
 // scanVirtualHost returns a virtual host encoding's name and whether it holds routes.

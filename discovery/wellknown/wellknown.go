@@ -92,3 +92,23 @@ const (
 	// MaxSharedPoolLimit is the largest value of either cap: the size of the range.
 	MaxSharedPoolLimit = SharedPoolLastPort - SharedPoolFirstPort + 1
 )
+
+// The default caps of the listeners that ListenerSets add to a Gateway (GEP-1713). Every
+// listener of a Gateway port is a virtual host of one proxy listener, which every proxy serving
+// the Gateway holds and the controller compiles; without them one tenant's ListenerSets could
+// grow a port, a Gateway and the shared pool without end.
+const (
+	// DefaultMaxListenersPerPort caps the listeners of one Gateway port: its own first, then
+	// its ListenerSets' in precedence order.
+	DefaultMaxListenersPerPort = 1024
+	// MinMaxListenersPerPort is the least value of that cap: a Gateway's own listeners (at most
+	// 64) always fit.
+	MinMaxListenersPerPort = 64
+	// DefaultMaxListenerSetsPerGateway caps the ListenerSets attached to one Gateway, and
+	// DefaultMaxListenerSetsPerNamespace those of one namespace attached to any Gateways: the
+	// oldest are attached.
+	DefaultMaxListenerSetsPerGateway   = 256
+	DefaultMaxListenerSetsPerNamespace = 128
+	// MaxListenerLimit is the largest value of these caps.
+	MaxListenerLimit = 65536
+)

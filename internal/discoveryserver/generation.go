@@ -125,6 +125,7 @@ func (r *Runner) streamServer(td spiffeid.TrustDomain, cfg listenConfig, certs t
 		MaxStreamsPerIdentity: int(cfg.maxStreams), MaxSessionLifetime: cfg.svidTTL,
 		MaxConnections: r.opts.Limits.MaxConnections, MaxConnectionsPerSource: r.opts.Limits.MaxConnectionsPerSource,
 		BusyHandshakeTimeout: r.opts.Limits.BusyHandshakeTimeout, MaxInFlightBytesPerIdentity: r.opts.Limits.MaxInFlightBytesPerIdentity,
+		MaxInlineBytes:   r.opts.Limits.MaxInlineBytes,
 		InstallNamespace: r.opts.Namespace, Registerer: r.opts.Registerer, Logger: r.log.WithName("stream"),
 		OnAnswer: r.opts.OnAnswer, OnConverged: r.opts.OnConverged,
 	})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"coxswain.dev/coxswain/discovery/server/bootstrap"
+	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/stream"
 )
 
@@ -24,6 +25,9 @@ type Limits struct {
 	// MaxInFlightBytesPerIdentity caps the bytes of snapshots one identity's streams have sent
 	// and not had answered.
 	MaxInFlightBytesPerIdentity int
+	// MaxInlineBytes bounds the snapshots whose inline layout (routes inside their listeners)
+	// the stream listener makes for a proxy that subscribes without route sets.
+	MaxInlineBytes int
 	// BootstrapMaxRenewalsPerIdentity caps the bootstraps presenting one SPIFFE ID's SVID that
 	// run or wait in the renewal lane.
 	BootstrapMaxRenewalsPerIdentity int
@@ -45,6 +49,8 @@ func RegisterLimitFlags(fs *flag.FlagSet) *Limits {
 		"Handshake deadline of a connection accepted while a discovery listener holds more than half its cap (10s otherwise).")
 	fs.IntVar(&l.MaxInFlightBytesPerIdentity, "discovery-max-inflight-bytes-per-identity", stream.DefaultMaxInFlightBytesPerIdentity,
 		"Bytes of snapshots the streams of one proxy identity may have sent and not had answered; a push beyond closes its stream.")
+	fs.IntVar(&l.MaxInlineBytes, "discovery-max-inline-bytes", cache.DefaultMaxInlineBytes,
+		"Largest snapshot, by the size of its full encoding, sent to a proxy that subscribes without route sets; such a stream of a larger scope is closed.")
 	fs.IntVar(&l.BootstrapMaxRenewalsPerIdentity, "discovery-bootstrap-max-renewals-per-identity", bootstrap.DefaultMaxRenewalsPerIdentity,
 		"Bootstraps presenting the SVID of one proxy identity that may run or wait in the renewal lane; more take the first-bootstrap lane.")
 	return l

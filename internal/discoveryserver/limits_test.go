@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"coxswain.dev/coxswain/discovery/server/bootstrap"
+	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/stream"
 )
 
@@ -23,16 +24,17 @@ func TestLimitFlags(t *testing.T) {
 			MaxConnections: stream.DefaultMaxConnections, MaxConnectionsPerSource: stream.DefaultMaxConnectionsPerSource,
 			BootstrapMaxConnections: bootstrap.DefaultMaxConnections, BootstrapMaxConnectionsPerSource: bootstrap.DefaultMaxConnectionsPerSource,
 			BusyHandshakeTimeout: stream.DefaultBusyHandshakeTimeout, MaxInFlightBytesPerIdentity: stream.DefaultMaxInFlightBytesPerIdentity,
-			BootstrapMaxRenewalsPerIdentity: bootstrap.DefaultMaxRenewalsPerIdentity,
+			MaxInlineBytes: cache.DefaultMaxInlineBytes, BootstrapMaxRenewalsPerIdentity: bootstrap.DefaultMaxRenewalsPerIdentity,
 		}},
 		{name: "every flag sets its limit", args: []string{
 			"--discovery-max-connections=10", "--discovery-max-connections-per-source=2",
 			"--discovery-bootstrap-max-connections=8", "--discovery-bootstrap-max-connections-per-source=1",
 			"--discovery-busy-handshake-timeout=1s", "--discovery-max-inflight-bytes-per-identity=4096",
-			"--discovery-bootstrap-max-renewals-per-identity=2",
+			"--discovery-bootstrap-max-renewals-per-identity=2", "--discovery-max-inline-bytes=2048",
 		}, want: Limits{
 			MaxConnections: 10, MaxConnectionsPerSource: 2, BootstrapMaxConnections: 8, BootstrapMaxConnectionsPerSource: 1,
 			BusyHandshakeTimeout: time.Second, MaxInFlightBytesPerIdentity: 4096, BootstrapMaxRenewalsPerIdentity: 2,
+			MaxInlineBytes: 2048,
 		}},
 	}
 	for _, tc := range cases {

@@ -41,6 +41,8 @@ type Options struct {
 	// namespace hold together; a listener port beyond it gets none and its listener is not
 	// programmed (PortsExhausted). wellknown.DefaultMaxSharedPortsPerNamespace when zero.
 	MaxSharedPortsPerNamespace int32
+	// ListenerLimits cap the listeners ListenerSets add to Gateways.
+	ListenerLimits
 	// Routes, when set, keeps what Build resolved of the HTTPRoutes, their rules and their
 	// attachments, from one Build to the next (see RouteMemo).
 	Routes *RouteMemo
@@ -62,7 +64,34 @@ func (o Options) withDefaults() Options {
 	if o.MaxSharedPortsPerNamespace == 0 {
 		o.MaxSharedPortsPerNamespace = wellknown.DefaultMaxSharedPortsPerNamespace
 	}
+	o.ListenerLimits = o.ListenerLimits.withDefaults()
 	return o
+}
+
+// ListenerLimits cap the listeners ListenerSets add to Gateways, the older first, so that a
+// newcomer never displaces what already serves. Each is its wellknown default when zero.
+type ListenerLimits struct {
+	// MaxListenersPerPort caps the accepted listeners of one Gateway port, the Gateway's own
+	// first: a ListenerSet listener beyond is not accepted (ListenerLimitReached).
+	MaxListenersPerPort int32
+	// MaxListenerSetsPerGateway caps the ListenerSets attached to one Gateway, and
+	// MaxListenerSetsPerNamespace those of one namespace attached to any of our Gateways: a
+	// ListenerSet beyond either is not accepted (ListenerSetLimitReached).
+	MaxListenerSetsPerGateway   int32
+	MaxListenerSetsPerNamespace int32
+}
+
+func (l ListenerLimits) withDefaults() ListenerLimits {
+	if l.MaxListenersPerPort == 0 {
+		l.MaxListenersPerPort = wellknown.DefaultMaxListenersPerPort
+	}
+	if l.MaxListenerSetsPerGateway == 0 {
+		l.MaxListenerSetsPerGateway = wellknown.DefaultMaxListenerSetsPerGateway
+	}
+	if l.MaxListenerSetsPerNamespace == 0 {
+		l.MaxListenerSetsPerNamespace = wellknown.DefaultMaxListenerSetsPerNamespace
+	}
+	return l
 }
 
 // Graph is the resolved view of the Gateway API objects that Coxswain serves. Slices are sorted

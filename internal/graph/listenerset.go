@@ -72,11 +72,12 @@ func (l *Listener) ownerNamespace() string {
 
 // buildListenerSets resolves every ListenerSet whose parent is one of our Gateways, in the
 // precedence the spec gives (oldest first, then by namespace/name), so that a listener that
-// conflicts with the parent's listeners or with those of an earlier ListenerSet loses. It
-// returns them sorted by namespace/name.
+// conflicts with the parent's listeners or with those of an earlier ListenerSet loses, and so
+// that the caps of ListenerLimits refuse the newer ListenerSets and listeners. It returns them
+// sorted by namespace/name.
 func (b *builder) buildListenerSets() []*ListenerSet {
 	var out []*ListenerSet
-	taken := map[*Gateway][]*Listener{}
+	t := &takenListeners{byGateway: map[*Gateway]map[int32][]*Listener{}, namespaces: map[string]int32{}, limits: b.opts.ListenerLimits}
 	for _, key := range precedenceOrder(b.cs.ListenerSets) {
 		src := b.cs.ListenerSets[key]
 		gw, ok := b.gateways[parentGatewayKey(src)]
@@ -95,24 +96,80 @@ func (b *builder) buildListenerSets() []*ListenerSet {
 			ls.refuse(gwapiv1.ListenerSetReasonParentNotAccepted, conditions.ReasonParentNotProgrammed, msg)
 			continue
 		}
-		if _, seen := taken[gw]; !seen {
-			taken[gw] = acceptedOf(gw.Listeners)
+		if msg := t.setRefusal(gw, src.Namespace); msg != "" {
+			reason := conditions.ReasonListenerSetLimitReached
+			ls.refuse(gwapiv1.ListenerSetConditionReason(reason), reason, msg)
+			continue
 		}
+		byPort := t.of(gw)
 		for _, e := range src.Spec.Listeners {
 			l := b.newListener(gw, ls, gwapiv1.Listener(e))
-			if markSetConflict(taken[gw], l) && l.Accepted() {
-				markSetOverlap(taken[gw], l)
-				taken[gw] = append(taken[gw], l)
-			}
 			ls.Listeners = append(ls.Listeners, l)
+			if l.Accepted() && t.portFull(byPort, l) {
+				continue
+			}
+			if markSetConflict(byPort[l.Port], l) && l.Accepted() {
+				markSetOverlap(byPort[l.Port], l)
+				byPort[l.Port] = append(byPort[l.Port], l)
+			}
 		}
 		ls.decide()
 		if ls.Accepted {
 			gw.listenerSets = append(gw.listenerSets, ls)
+			t.namespaces[src.Namespace]++
 		}
 	}
 	slices.SortFunc(out, func(a, b *ListenerSet) int { return compareKeys(a.Key(), b.Key()) })
 	return out
+}
+
+// takenListeners are the accepted listeners of each Gateway by port, its own and those of its
+// ListenerSets resolved so far, and the ListenerSets of each namespace attached so far.
+type takenListeners struct {
+	byGateway  map[*Gateway]map[int32][]*Listener
+	namespaces map[string]int32
+	limits     ListenerLimits
+}
+
+// of returns the accepted listeners of gw by port, its own to start with.
+func (t *takenListeners) of(gw *Gateway) map[int32][]*Listener {
+	byPort, ok := t.byGateway[gw]
+	if !ok {
+		byPort = map[int32][]*Listener{}
+		for _, l := range acceptedOf(gw.Listeners) {
+			byPort[l.Port] = append(byPort[l.Port], l)
+		}
+		t.byGateway[gw] = byPort
+	}
+	return byPort
+}
+
+// setRefusal returns why a ListenerSet of namespace ns may not attach to gw: gw, or ns, already
+// has as many ListenerSets attached as allowed; "" when it may. The message names no other
+// ListenerSet.
+func (t *takenListeners) setRefusal(gw *Gateway, ns string) string {
+	if n := int32(len(gw.listenerSets)); n >= t.limits.MaxListenerSetsPerGateway { //nolint:gosec // a count of ListenerSets
+		return fmt.Sprintf("Gateway %s has %d ListenerSets attached, the most allowed; this one is newer", gw.Key(), n)
+	}
+	if n := t.namespaces[ns]; n >= t.limits.MaxListenerSetsPerNamespace {
+		return fmt.Sprintf("Namespace %s has %d ListenerSets attached to Gateways, the most allowed; this one is newer", ns, n)
+	}
+	return ""
+}
+
+// portFull refuses l when its Gateway's port already has as many accepted listeners as allowed
+// (ListenerLimitReached), and reports whether it did.
+func (t *takenListeners) portFull(byPort map[int32][]*Listener, l *Listener) bool {
+	n := int32(len(byPort[l.Port])) //nolint:gosec // a count of listeners
+	if n < t.limits.MaxListenersPerPort {
+		return false
+	}
+	msg := fmt.Sprintf("Port %d of Gateway %s has %d listeners, the most allowed; this one comes later", l.Port, l.Gateway.Key(), n)
+	l.accepted, l.programmed = false, false
+	for _, c := range conditions.NewListenerLimitReached(msg) {
+		l.Conditions = conditions.Upsert(l.Conditions, c)
+	}
+	return true
 }
 
 // precedenceOrder returns the keys of the ListenerSets oldest first, then by namespace/name.

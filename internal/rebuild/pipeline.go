@@ -43,6 +43,9 @@ type Pipeline struct {
 	// MaxSharedGatewaysPerNamespace and MaxSharedPortsPerNamespace (the CoxswainConfig's
 	// sharedPool).
 	SharedPoolLimits func() (gateways, ports int32)
+	// ListenerLimits, when set, is asked at every rebuild for Graph's ListenerLimits (the
+	// CoxswainConfig's listenerSets).
+	ListenerLimits func() graph.ListenerLimits
 	// TrustAnyEndpointSlice, when set, is asked at every rebuild for Graph's
 	// TrustAnyEndpointSlice (the CoxswainConfig's backends.endpointSlices is Any).
 	TrustAnyEndpointSlice func() bool
@@ -122,6 +125,9 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	}
 	if p.SharedPoolLimits != nil {
 		opts.MaxSharedGatewaysPerNamespace, opts.MaxSharedPortsPerNamespace = p.SharedPoolLimits()
+	}
+	if p.ListenerLimits != nil {
+		opts.ListenerLimits = p.ListenerLimits()
 	}
 	_, span := phase(ctx, "graph")
 	changes := p.inc.prepare(in.State, opts)

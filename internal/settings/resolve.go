@@ -22,6 +22,11 @@ func Resolve(base Settings, spec *v1alpha1.CoxswainConfigSpec) (Settings, error)
 	if spec != nil && spec.SharedPool != nil {
 		overlaySharedPool(&s, spec.SharedPool)
 	}
+	if spec != nil && spec.ListenerSets != nil {
+		setIf(&s.MaxListenerSetsPerGateway, spec.ListenerSets.MaxPerGateway)
+		setIf(&s.MaxListenerSetsPerNamespace, spec.ListenerSets.MaxPerNamespace)
+		setIf(&s.MaxListenersPerPort, spec.ListenerSets.MaxListenersPerPort)
+	}
 	if spec != nil && spec.Backends != nil {
 		setIf(&s.EndpointSlices, spec.Backends.EndpointSlices)
 	}
@@ -93,6 +98,9 @@ func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 	return &v1alpha1.EffectiveSettings{
 		MaxSharedGatewaysPerNamespace: s.MaxSharedGatewaysPerNamespace,
 		MaxSharedPortsPerNamespace:    s.MaxSharedPortsPerNamespace,
+		MaxListenerSetsPerGateway:     s.MaxListenerSetsPerGateway,
+		MaxListenerSetsPerNamespace:   s.MaxListenerSetsPerNamespace,
+		MaxListenersPerPort:           s.MaxListenersPerPort,
 
 		CAMode:                s.CAMode,
 		CASecretName:          s.CASecretName,

@@ -82,6 +82,11 @@ type Settings struct {
 	// EndpointSlices says which EndpointSlices' endpoints backends may use: Verified (also when
 	// empty) or Any.
 	EndpointSlices v1alpha1.EndpointSliceTrust
+	// MaxListenerSetsPerGateway, MaxListenerSetsPerNamespace and MaxListenersPerPort cap the
+	// listeners ListenerSets add to Gateways.
+	MaxListenerSetsPerGateway   int32
+	MaxListenerSetsPerNamespace int32
+	MaxListenersPerPort         int32
 }
 
 // Defaults returns the built-in defaults of the specification.
@@ -89,6 +94,9 @@ func Defaults() Settings {
 	return Settings{
 		MaxSharedGatewaysPerNamespace: wellknown.DefaultMaxSharedGatewaysPerNamespace,
 		MaxSharedPortsPerNamespace:    wellknown.DefaultMaxSharedPortsPerNamespace,
+		MaxListenerSetsPerGateway:     wellknown.DefaultMaxListenerSetsPerGateway,
+		MaxListenerSetsPerNamespace:   wellknown.DefaultMaxListenerSetsPerNamespace,
+		MaxListenersPerPort:           wellknown.DefaultMaxListenersPerPort,
 
 		CAMode:                v1alpha1.CAMode(wellknown.CAModeAuto),
 		CASecretName:          wellknown.CASecretName,
@@ -147,6 +155,16 @@ func (s Settings) Validate() error {
 		if n < 1 || n > wellknown.MaxSharedPoolLimit {
 			add(field, "%d is outside 1..%d", n, wellknown.MaxSharedPoolLimit)
 		}
+	}
+	for field, n := range map[string]int32{
+		"listenerSets.maxPerGateway": s.MaxListenerSetsPerGateway, "listenerSets.maxPerNamespace": s.MaxListenerSetsPerNamespace,
+	} {
+		if n < 1 || n > wellknown.MaxListenerLimit {
+			add(field, "%d is outside 1..%d", n, wellknown.MaxListenerLimit)
+		}
+	}
+	if n := s.MaxListenersPerPort; n < wellknown.MinMaxListenersPerPort || n > wellknown.MaxListenerLimit {
+		add("listenerSets.maxListenersPerPort", "%d is outside %d..%d", n, wellknown.MinMaxListenersPerPort, wellknown.MaxListenerLimit)
 	}
 	if s.ProxyReplicas < 0 {
 		add("proxy.replicas", "%d is negative", s.ProxyReplicas)

@@ -58,3 +58,35 @@ func TestResolveRefusesASharedPoolCapOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// Tests that the caps of ListenerSets come from the CoxswainConfig, with the documented defaults
+// when unset, and that a cap out of range is refused: maxListenersPerPort below the 64 listeners
+// a Gateway may have of its own.
+func TestResolveListenerSetCaps(t *testing.T) {
+	t.Parallel()
+	d := Defaults()
+	if d.MaxListenerSetsPerGateway != wellknown.DefaultMaxListenerSetsPerGateway ||
+		d.MaxListenerSetsPerNamespace != wellknown.DefaultMaxListenerSetsPerNamespace ||
+		d.MaxListenersPerPort != wellknown.DefaultMaxListenersPerPort {
+		t.Errorf("defaults: %+v", d)
+	}
+	got, err := Resolve(d, &v1alpha1.CoxswainConfigSpec{ListenerSets: &v1alpha1.ListenerSetsSpec{
+		MaxPerGateway: ptr.To[int32](5), MaxPerNamespace: ptr.To[int32](2), MaxListenersPerPort: ptr.To[int32](100),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := got.Effective(); e.MaxListenerSetsPerGateway != 5 || e.MaxListenerSetsPerNamespace != 2 || e.MaxListenersPerPort != 100 {
+		t.Errorf("effective %+v", e)
+	}
+	for name, spec := range map[string]v1alpha1.ListenerSetsSpec{
+		"maxPerGateway 0":          {MaxPerGateway: ptr.To[int32](0)},
+		"maxPerNamespace over":     {MaxPerNamespace: ptr.To[int32](wellknown.MaxListenerLimit + 1)},
+		"maxListenersPerPort 63":   {MaxListenersPerPort: ptr.To[int32](wellknown.MinMaxListenersPerPort - 1)},
+		"maxListenersPerPort over": {MaxListenersPerPort: ptr.To[int32](wellknown.MaxListenerLimit + 1)},
+	} {
+		if _, err := Resolve(Defaults(), &v1alpha1.CoxswainConfigSpec{ListenerSets: &spec}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}

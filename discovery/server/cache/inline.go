@@ -1,10 +1,19 @@
 package cache
 
 import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/routeset"
 )
+
+// DefaultMaxInlineBytes is the largest snapshot, by the size of its full encoding, whose inline
+// layout the server makes.
+const DefaultMaxInlineBytes = 16 << 20
 
 // inlined is a snapshot's inline layout, made once, when a stream first asks for it.
 type inlined struct {
@@ -17,12 +26,24 @@ type inlined struct {
 	superseded bool
 }
 
+// ErrInlineTooLarge reports a snapshot too large for Inline to make its inline layout.
+var ErrInlineTooLarge = errors.New("cache: snapshot too large for a stream without route sets")
+
 // Inline returns the snapshot in the layout of a proxy that did not subscribe with route sets
 // (Subscribe.route_sets): every RouteSet's routes assembled into its Listener
 // (routeset.Inline), under a version of its own, the hash of those resources. It is made once
 // per snapshot and shared by every such stream, with its encodings; the snapshot itself when it
 // holds no RouteSet. The resources it shares with s keep their digests.
-func (s *Snapshot) Inline() (*Snapshot, error) {
+//
+// A snapshot with RouteSets whose full encoding is larger than maxBytes has none: Inline
+// returns ErrInlineTooLarge and builds nothing. The inline layout is a second copy of the
+// snapshot's listeners, which every change rebuilds whole, so this bounds what a stream without
+// route sets makes the controller build.
+func (s *Snapshot) Inline(maxBytes int) (*Snapshot, error) {
+	if s.size > maxBytes && s.hasRouteSets() {
+		return nil, fmt.Errorf("%w: snapshot %s encodes to %d bytes, more than the %d bytes of the largest one made without route sets; a proxy that subscribes with route sets takes it",
+			ErrInlineTooLarge, s.version, s.size, maxBytes)
+	}
 	s.inline.once.Do(func() {
 		snap, err := s.makeInline()
 		s.inline.mu.Lock()
@@ -35,6 +56,14 @@ func (s *Snapshot) Inline() (*Snapshot, error) {
 	s.inline.mu.Lock()
 	defer s.inline.mu.Unlock()
 	return s.inline.snap, s.inline.err
+}
+
+// hasRouteSets reports whether the snapshot holds a RouteSet: its resources are sorted by key.
+func (s *Snapshot) hasRouteSets() bool {
+	i, _ := slices.BinarySearchFunc(s.resources, routeset.KeyPrefix, func(r *discoveryv1.Resource, prefix string) int {
+		return strings.Compare(r.GetKey(), prefix)
+	})
+	return i < len(s.resources) && strings.HasPrefix(s.resources[i].GetKey(), routeset.KeyPrefix)
 }
 
 func (s *Snapshot) makeInline() (*Snapshot, error) {

@@ -1,6 +1,7 @@
 package cache_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -11,9 +12,10 @@ import (
 	"coxswain.dev/coxswain/discovery/server/cache"
 )
 
-// Tests that a snapshot without route sets is its own inline layout, and that one with route
-// sets has an inline layout made once: its listeners assembled, its other resources shared, and
-// the version of those resources.
+// Tests that a snapshot without route sets is its own inline layout, whatever its size, and that
+// one with route sets has an inline layout made once: its listeners assembled, its other
+// resources shared, and the version of those resources; but none when its encoding is larger
+// than the bound.
 func TestInline(t *testing.T) {
 	t.Parallel()
 	other, err := cache.NewResource("cluster/ns/svc:80", wrapperspb.String("endpoints"))
@@ -24,7 +26,7 @@ func TestInline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in, err := plain.Inline(); err != nil || in != plain {
+	if in, err := plain.Inline(cache.DefaultMaxInlineBytes); err != nil || in != plain {
 		t.Errorf("a snapshot without route sets: inline %p %v, want itself", in, err)
 	}
 
@@ -43,11 +45,17 @@ func TestInline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := snap.Inline()
+	if in, err := snap.Inline(snap.EncodedSize() - 1); !errors.Is(err, cache.ErrInlineTooLarge) || in != nil {
+		t.Fatalf("inline layout of a snapshot over the bound: %p %v, want ErrInlineTooLarge", in, err)
+	}
+	if in, err := plain.Inline(0); err != nil || in != plain {
+		t.Errorf("a snapshot without route sets over the bound: inline %p %v, want itself", in, err)
+	}
+	in, err := snap.Inline(snap.EncodedSize())
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := snap.Inline()
+	again, _ := snap.Inline(cache.DefaultMaxInlineBytes)
 	if in == snap || again != in {
 		t.Fatalf("inline layout %p, again %p, snapshot %p: want one layout of its own", in, again, snap)
 	}

@@ -38,6 +38,9 @@ const (
 	// ReasonTooManyBytesInFlight closes a stream whose push would take its identity's snapshots
 	// in flight beyond their byte budget.
 	ReasonTooManyBytesInFlight Reason = "TooManyBytesInFlight"
+	// ReasonInlineTooLarge closes a stream without route sets whose scope's snapshot is larger
+	// than the server makes an inline layout of (Config.MaxInlineBytes).
+	ReasonInlineTooLarge Reason = "InlineTooLarge"
 	// ReasonSendTimeout closes a stream whose send the proxy did not take within the ACK deadline.
 	ReasonSendTimeout Reason = "SendTimeout"
 	ReasonAckTimeout  Reason = "AckTimeout"
@@ -63,6 +66,7 @@ var reasonCodes = map[Reason]codes.Code{
 	ReasonTooManyConnectionsFromSource: codes.ResourceExhausted,
 	ReasonSendTimeout:                  codes.DeadlineExceeded,
 	ReasonTooManyBytesInFlight:         codes.ResourceExhausted,
+	ReasonInlineTooLarge:               codes.ResourceExhausted,
 	ReasonAckTimeout:                   codes.DeadlineExceeded,
 	ReasonShutdown:                     codes.Unavailable,
 }

@@ -209,7 +209,11 @@ func (p *session) push() (bool, error) {
 	snap := primary
 	if p.inline {
 		var err error
-		if snap, err = primary.Inline(); err != nil {
+		snap, err = primary.Inline(p.srv.limits.maxInlineBytes)
+		switch {
+		case errors.Is(err, cache.ErrInlineTooLarge):
+			return false, deny(ReasonInlineTooLarge, "%v", err)
+		case err != nil:
 			return false, fmt.Errorf("stream: inline layout of %s: %w", primary.Version(), err)
 		}
 	}

@@ -1,10 +1,14 @@
 package stream
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
@@ -124,5 +128,32 @@ func checkInline(t *testing.T, snap *discoveryv1.Snapshot, want *discoveryv1.Lis
 		if s.Version() != snap.GetVersion() {
 			t.Fatalf("inline snapshot's version %s is not its resources' %s", snap.GetVersion(), s.Version())
 		}
+	}
+}
+
+// Tests that a stream without route sets of a scope whose snapshot encodes to more than
+// MaxInlineBytes is closed with ResourceExhausted (InlineTooLarge) and sent nothing, while a
+// stream with route sets of the same scope is served: a proxy that predates RouteSets, or an
+// identity that claims to, cannot make the controller assemble and encode a second layout of a
+// large scope.
+func TestInlineLayoutIsBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *Config) { c.MaxInlineBytes = 1024 })
+	routeSetSnapshot(t, e, "/a", "/b", "/c", "/d", "/e", "/f", "/g", "/h")
+	primary := e.cache.Get(webScope)
+	if primary.EncodedSize() <= 1024 {
+		t.Fatalf("snapshot of %d bytes, want more than the bound", primary.EncodedSize())
+	}
+	sets := subscribeMessage("sets", webScope)
+	sets.GetSubscribe().RouteSets = true
+	if got := open(t, e.client(t, e.pki.SVID(t, webID)), sets).mustRecv(); got.GetVersion() != primary.Version() {
+		t.Fatalf("proxy with route sets got version %s, want %s", got.GetVersion(), primary.Version())
+	}
+	snap, err := e.subscribe(t, webID, "inline", webScope).recv()
+	if status.Code(err) != codes.ResourceExhausted || snap != nil || !strings.Contains(status.Convert(err).Message(), "route sets") {
+		t.Fatalf("stream without route sets: snapshot %v, error %v; want ResourceExhausted saying why and nothing", snap, err)
+	}
+	if got := testutil.ToFloat64(e.srv.metrics.denied.WithLabelValues(string(ReasonInlineTooLarge))); got != 1 {
+		t.Errorf("closed{InlineTooLarge} = %v, want 1", got)
 	}
 }

@@ -72,6 +72,11 @@ type Config struct {
 	MaxInFlightBytesPerIdentity int
 	// AckTimeout bounds the wait for the answer to a snapshot; DefaultAckTimeout when zero.
 	AckTimeout time.Duration
+	// MaxInlineBytes bounds the snapshots whose inline layout the server makes for a stream
+	// that subscribed without route_sets (a proxy that predates RouteSets): such a stream of a
+	// scope whose snapshot encodes to more is closed (InlineTooLarge) before any layout is
+	// built. cache.DefaultMaxInlineBytes when zero.
+	MaxInlineBytes int
 	// MaxSessionLifetime caps how long one stream lives, even with certificates that live longer
 	// (an External CA may issue them); wellknown.MaxSVIDTTL when zero. The operator passes the
 	// SVID TTL in force.
@@ -154,6 +159,7 @@ func New(cfg Config) (*Server, error) {
 		perSource:            orDefault(cfg.MaxConnectionsPerSource, DefaultMaxConnectionsPerSource),
 		busyHandshakeTimeout: orDefault(cfg.BusyHandshakeTimeout, DefaultBusyHandshakeTimeout),
 		ackTimeout:           orDefault(cfg.AckTimeout, DefaultAckTimeout),
+		maxInlineBytes:       orDefault(cfg.MaxInlineBytes, cache.DefaultMaxInlineBytes),
 		handshakeTimeout:     orDefault(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
 		maxConnectionIdle:    orDefault(cfg.MaxConnectionIdle, DefaultMaxConnectionIdle),
 	}
@@ -195,6 +201,7 @@ type limits struct {
 	perSource            int
 	busyHandshakeTimeout time.Duration
 	ackTimeout           time.Duration
+	maxInlineBytes       int
 	handshakeTimeout     time.Duration
 	maxConnectionIdle    time.Duration
 }

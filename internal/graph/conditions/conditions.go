@@ -21,6 +21,16 @@ const ReasonNamespaceLimitReached = "NamespaceLimitReached"
 // as allowed.
 const ReasonPortsExhausted = "PortsExhausted"
 
+// ReasonListenerLimitReached is used with a ListenerSet listener's Accepted and Programmed
+// conditions when its Gateway's port already has as many accepted listeners as allowed, all
+// taking precedence.
+const ReasonListenerLimitReached = "ListenerLimitReached"
+
+// ReasonListenerSetLimitReached is used with a ListenerSet's Accepted and Programmed conditions
+// when its Gateway, or its own namespace, already has as many ListenerSets attached as allowed,
+// all older.
+const ReasonListenerSetLimitReached = "ListenerSetLimitReached"
+
 // ReasonProxyNotReady is used with a Gateway's Programmed condition while no replica of its
 // proxy is ready.
 const ReasonProxyNotReady = "ProxyNotReady"

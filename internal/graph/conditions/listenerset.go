@@ -49,3 +49,12 @@ func NewListenerSetNotProgrammed(reason, msg string) metav1.Condition {
 func NewListenerConflictNotProgrammed(reason, msg string) metav1.Condition {
 	return falsity(listenerProgrammed, reason, msg)
 }
+
+// NewListenerLimitReached refuses a ListenerSet listener beyond the cap of its Gateway port: it
+// is neither accepted nor programmed.
+func NewListenerLimitReached(msg string) []metav1.Condition {
+	return []metav1.Condition{
+		falsity(listenerAccepted, ReasonListenerLimitReached, msg),
+		falsity(listenerProgrammed, ReasonListenerLimitReached, msg),
+	}
+}
