@@ -20,6 +20,7 @@ import (
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/client"
 	"coxswain.dev/coxswain/discovery/server/bootstrap"
+	"coxswain.dev/coxswain/discovery/tlsconfig"
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
 
@@ -29,7 +30,7 @@ import (
 // bootstrap (no SVID) is refused at the end of its handshake and one more idle connection is
 // closed there.
 func TestAnIdleTLSFloodLeavesAProxyItsRenewal(t *testing.T) {
-	ns := newNamespace(t, wellknown.InstallNamespace)
+	ns := newNamespace(t, "bootstrap-flood")
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: wellknown.SharedProxyServiceAccount}}
 	if _, err := clientset.CoreV1().ServiceAccounts(ns).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -38,8 +39,9 @@ func TestAnIdleTLSFloodLeavesAProxyItsRenewal(t *testing.T) {
 	addrs := c.waitListening(t, serving)
 	c.waitCondition(t, v1alpha1.ConditionTrustBundlePublished, metav1.ConditionTrue, "Published")
 	cfg := client.BootstrapConfig{
-		Address: addrs.Bootstrap, ServerName: serverName,
-		TokenPath: writeToken(t, ns, wellknown.SharedProxyServiceAccount), BundlePath: writeTrustBundle(t, ns),
+		Address: addrs.Bootstrap, ServerName: wellknown.DiscoveryServiceName + "." + ns + ".svc",
+		Controller: tlsconfig.AuthorizeServiceAccount(ns, wellknown.ControllerServiceAccount),
+		TokenPath:  writeToken(t, ns, wellknown.SharedProxyServiceAccount), BundlePath: writeTrustBundle(t, ns),
 		Scope: &discoveryv1.Scope{Kind: &discoveryv1.Scope_SharedPool{SharedPool: &discoveryv1.SharedPool{}}},
 	}
 	first, err := client.Bootstrap(t.Context(), cfg)
