@@ -60,7 +60,7 @@ func TestAnIdleTLSFloodLeavesAProxyItsRenewal(t *testing.T) {
 		if err != nil {
 			return true
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
 		_, err = conn.Read(make([]byte, 1))
 		return errors.Is(err, io.EOF)

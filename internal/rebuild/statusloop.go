@@ -68,7 +68,7 @@ type statusJob struct {
 }
 
 func newStatusLoop(w StatusWriter) *statusLoop {
-	return &statusLoop{w: w, wake: make(chan struct{}, 1)}
+	return &statusLoop{w: w, wake: make(chan struct{}, 1), answered: map[cache.Scope]bool{}}
 }
 
 // offer makes g the next status to write.
@@ -101,9 +101,6 @@ func (l *statusLoop) again(scope cache.Scope) {
 	l.mu.Lock()
 	wake := l.next == nil && l.last != nil
 	if wake {
-		if l.answered == nil {
-			l.answered = map[cache.Scope]bool{}
-		}
 		l.answered[scope] = true
 	}
 	l.mu.Unlock()
@@ -128,7 +125,8 @@ func (l *statusLoop) takeAnswered(now time.Time) (scopes []cache.Scope, job *sta
 		return nil, nil, wait
 	}
 	scopes = slices.SortedFunc(maps.Keys(l.answered), func(a, b cache.Scope) int { return strings.Compare(a.String(), b.String()) })
-	l.answered, l.busy = nil, true
+	clear(l.answered)
+	l.busy = true
 	return scopes, l.last, 0
 }
 
@@ -154,9 +152,6 @@ func (l *statusLoop) doneAnswered(scopes []cache.Scope, written int, err error) 
 	l.written += written
 	l.passEnded = time.Now()
 	if err != nil && l.next == nil {
-		if l.answered == nil {
-			l.answered = map[cache.Scope]bool{}
-		}
 		for _, s := range scopes {
 			l.answered[s] = true
 		}
