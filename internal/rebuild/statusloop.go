@@ -135,10 +135,7 @@ func (l *statusLoop) takeAnswered(now time.Time) (scopes []cache.Scope, job *sta
 func (l *statusLoop) done(job *statusJob, written int, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.busy = false
-	l.written += written
-	l.passEnded = time.Now()
-	if err != nil && l.next == nil {
+	if l.ended(written, err) {
 		l.next = job
 	}
 }
@@ -148,14 +145,20 @@ func (l *statusLoop) done(job *statusJob, written int, err error) {
 func (l *statusLoop) doneAnswered(scopes []cache.Scope, written int, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.busy = false
-	l.written += written
-	l.passEnded = time.Now()
-	if err != nil && l.next == nil {
+	if l.ended(written, err) {
 		for _, s := range scopes {
 			l.answered[s] = true
 		}
 	}
+}
+
+// ended records the end of a pass, under l.mu, and says whether what it wrote must be written
+// again: it failed, and no newer graph arrived meanwhile.
+func (l *statusLoop) ended(written int, err error) bool {
+	l.busy = false
+	l.written += written
+	l.passEnded = time.Now()
+	return err != nil && l.next == nil
 }
 
 // idle reports whether every graph offered and every answer heard so far has been written (or

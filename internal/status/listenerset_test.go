@@ -68,14 +68,7 @@ func TestGatewayAttachedListenerSetsFollowsWant(t *testing.T) {
 // once the parent's proxy Service has one and a replica is ready.
 func TestListenerSetWaitsForItsParentsProxy(t *testing.T) {
 	t.Parallel()
-	parent := types.NamespacedName{Namespace: "infra", Name: "web"}
-	svc := types.NamespacedName{Namespace: "infra", Name: "web-coxswain"}
-	cs := state.New()
-	cs.Gateways[parent] = &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: parent.Namespace, Name: parent.Name, UID: "web-uid"}}
-	owned := metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{Kind: "Gateway", Name: parent.Name, UID: "web-uid", Controller: ptr.To(true)}}}
-	gateways := []graph.GatewayStatus{{Namespace: parent.Namespace, Name: parent.Name, Status: gwapiv1.GatewayStatus{
-		Conditions: []metav1.Condition{cond("Programmed", "True", "Programmed", metav1.Time{})},
-	}}}
+	cs, parent, svc, gateways := dedicatedParent()
 	ls := graph.ListenerSetStatus{Namespace: "team", Name: "extra", Gateway: parent, Status: gwapiv1.ListenerSetStatus{
 		Conditions: []metav1.Condition{cond("Accepted", "True", "Accepted", metav1.Time{}), cond("Programmed", "True", "Programmed", metav1.Time{})},
 	}}
@@ -90,14 +83,33 @@ func TestListenerSetWaitsForItsParentsProxy(t *testing.T) {
 		t.Errorf("without an address: %s", err)
 	}
 
-	cs.Services[svc] = &corev1.Service{ObjectMeta: owned, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}, Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
-		Ingress: []corev1.LoadBalancerIngress{{IP: "10.245.0.7"}},
-	}}}
-	cs.Deployments[svc] = &appsv1.Deployment{ObjectMeta: owned, Status: appsv1.DeploymentStatus{ReadyReplicas: 1}}
+	readyProxy(cs, parent, svc)
 	got = w.withParent(cs, ls, gateways, proxy)
 	if err := wantReason(got.Conditions, "Programmed", metav1.ConditionTrue, "Programmed"); err != "" {
 		t.Errorf("with an address and a ready replica: %s", err)
 	}
+}
+
+// dedicatedParent returns a cluster state holding the Gateway infra/web of a dedicated proxy, the
+// Gateway's key and its proxy's, and the graph's status of the Gateway, Programmed.
+func dedicatedParent() (cs *state.ClusterState, parent, proxy types.NamespacedName, gateways []graph.GatewayStatus) {
+	parent = types.NamespacedName{Namespace: "infra", Name: "web"}
+	proxy = types.NamespacedName{Namespace: "infra", Name: "web-coxswain"}
+	cs = state.New()
+	cs.Gateways[parent] = &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: parent.Namespace, Name: parent.Name, UID: "web-uid"}}
+	gateways = []graph.GatewayStatus{{Namespace: parent.Namespace, Name: parent.Name, Status: gwapiv1.GatewayStatus{
+		Conditions: []metav1.Condition{cond("Programmed", "True", "Programmed", metav1.Time{})},
+	}}}
+	return cs, parent, proxy, gateways
+}
+
+// readyProxy gives the proxy Service of parent an address and its Deployment a ready replica.
+func readyProxy(cs *state.ClusterState, parent, proxy types.NamespacedName) {
+	owned := metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{Kind: "Gateway", Name: parent.Name, UID: cs.Gateways[parent].UID, Controller: ptr.To(true)}}}
+	cs.Services[proxy] = &corev1.Service{ObjectMeta: owned, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}, Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
+		Ingress: []corev1.LoadBalancerIngress{{IP: "10.245.0.7"}},
+	}}}
+	cs.Deployments[proxy] = &appsv1.Deployment{ObjectMeta: owned, Status: appsv1.DeploymentStatus{ReadyReplicas: 1}}
 }
 
 func wantReason(conds []metav1.Condition, condType string, status metav1.ConditionStatus, reason string) string {
@@ -113,18 +125,8 @@ func wantReason(conds []metav1.Condition, condType string, status metav1.Conditi
 // proxy's error may name the Gateway namespace's Secrets.
 func TestAProxysRefusalStaysInTheGatewaysNamespace(t *testing.T) {
 	t.Parallel()
-	parent := types.NamespacedName{Namespace: "infra", Name: "web"}
-	svc := types.NamespacedName{Namespace: "infra", Name: "web-coxswain"}
-	cs := state.New()
-	cs.Gateways[parent] = &gwapiv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: parent.Namespace, Name: parent.Name, UID: "web-uid"}}
-	owned := metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{Kind: "Gateway", Name: parent.Name, UID: "web-uid", Controller: ptr.To(true)}}}
-	cs.Services[svc] = &corev1.Service{ObjectMeta: owned, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}, Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
-		Ingress: []corev1.LoadBalancerIngress{{IP: "10.245.0.7"}},
-	}}}
-	cs.Deployments[svc] = &appsv1.Deployment{ObjectMeta: owned, Status: appsv1.DeploymentStatus{ReadyReplicas: 1}}
-	gateways := []graph.GatewayStatus{{Namespace: parent.Namespace, Name: parent.Name, Status: gwapiv1.GatewayStatus{
-		Conditions: []metav1.Condition{cond("Programmed", "True", "Programmed", metav1.Time{})},
-	}}}
+	cs, parent, svc, gateways := dedicatedParent()
+	readyProxy(cs, parent, svc)
 	const secret = "Secret infra/web-tls-key"
 	detail := "\x1b[31m" + secret + " does not match its certificate\u202e\x1b[0m " + strings.Repeat("x", 10<<10)
 	w := &Writer{Applied: func(cache.Scope, types.NamespacedName, types.UID, int64) Applied {
