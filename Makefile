@@ -136,7 +136,7 @@ CONTROL_PLANE_BENCH ?= $(LOCALBIN)/bench/control-plane
 
 .PHONY: bench-control-plane
 bench-control-plane: k8s-assets ## Benchmark the control plane: rebuild per route edit and full compile, CSR signing, snapshot fan-out, full-snapshot CPU against bare grpc-go, idle stream memory, route propagation through the real proxy, and a 1,000-proxy bootstrap storm.
-	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkRouteEdit|BenchmarkFullRebuild|BenchmarkEndpointsChange' -benchmem -count 1 ./internal/rebuild/ | tee $(CONTROL_PLANE_BENCH)/rebuild.txt
+	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkRouteEdit|BenchmarkFullRebuild|BenchmarkEndpointsChange|BenchmarkStatusPass' -benchmem -count 1 ./internal/rebuild/ | tee $(CONTROL_PLANE_BENCH)/rebuild.txt
 	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkBuildCompile/routes=1000$$' -benchmem -count 1 ./internal/graph/ | tee $(CONTROL_PLANE_BENCH)/graph.txt
 	mkdir -p $(CONTROL_PLANE_BENCH) && go test -run '^$$' -bench 'BenchmarkRouteEdit/routes=5000/rebuild$$' -benchtime 300x -cpuprofile $(CONTROL_PLANE_BENCH)/route-edit.pprof -o $(CONTROL_PLANE_BENCH)/rebuild.test ./internal/rebuild/ && go tool pprof -top -cum -nodecount 50 $(CONTROL_PLANE_BENCH)/rebuild.test $(CONTROL_PLANE_BENCH)/route-edit.pprof | tee $(CONTROL_PLANE_BENCH)/route-edit-top.txt
 	mkdir -p $(CONTROL_PLANE_BENCH) && cd discovery && go test -run '^$$' -bench 'BenchmarkSignCSR' -benchmem -benchtime 3s -cpu 1,2 ./pki/ | tee $(CONTROL_PLANE_BENCH)/sign.txt

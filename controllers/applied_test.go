@@ -11,10 +11,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,11 +24,13 @@ import (
 
 	"coxswain.dev/coxswain/api/v1alpha1"
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/printable"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/servertest"
 	"coxswain.dev/coxswain/discovery/server/stream"
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/graph/conditions"
 	"coxswain.dev/coxswain/internal/provision"
 	"coxswain.dev/coxswain/internal/rebuild"
 	"coxswain.dev/coxswain/internal/scopeauth"
@@ -284,4 +288,63 @@ func (h *gatewayAPI) readyProxy(ns, name, address string) {
 	if err := h.c.Status().Update(ctx, &pod); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// Tests against the real API server and a real mTLS stream that what a dedicated Gateway's proxy
+// says in a NACK (terminal escapes, a bidirectional override, a Secret of the Gateway's
+// namespace, 10 KiB of text) reaches the Gateway's Programmed condition and Warning event
+// printable and bounded, and that a ListenerSet of the Gateway in another namespace names the
+// Gateway only, not the proxy's error.
+func TestAProxysRefusalReachesStatusPrintableAndStaysInItsNamespace(t *testing.T) {
+	ns, other := newNamespace(t), newNamespace(t)
+	h, addr, pki := startAppliedGatewayAPI(t, ns)
+	startProvision(t, ns)
+	class := h.newGatewayClass(ns, wellknown.GatewayControllerName)
+	h.create(&v1alpha1.CoxswainGatewayParameters{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "params"}})
+	gw := dedicatedGateway(ns, "edge", class)
+	gw.Spec.AllowedListeners = &gwapiv1.AllowedListeners{Namespaces: &gwapiv1.ListenerNamespaces{From: ptr.To(gwapiv1.NamespacesFromAll)}}
+	h.create(gw)
+	h.create(newListenerSet(other, "tenant", ns, "edge", 8081, "tenant.example.com"))
+	name := wellknown.DedicatedProxyName("edge", class)
+	h.readyProxy(ns, name, "203.0.113.9")
+
+	secret := "Secret " + ns + "/edge-tls-key"
+	proxy := &fakeProxy{refuse: "\x1b[31m" + secret + " does not match its certificate\u202e\x1b[2J\r\n" + strings.Repeat("x", 10<<10)}
+	proxy.run(t, addr, pki, ns, name, cache.Gateway(ns, "edge"))
+	eventually(t, "a refused generation 1 is Programmed=False with the proxy's error",
+		programmedAt(h, ns, "edge", metav1.ConditionFalse, string(gwapiv1.GatewayReasonInvalid), secret+" does not match its certificate", 1))
+	var stored gwapiv1.Gateway
+	h.get(&stored, ns, "edge")
+	c := meta.FindStatusCondition(stored.Status.Conditions, string(gwapiv1.GatewayConditionProgrammed))
+	if !printable.Clean(c.Message) || len(c.Message) > status.MaxProxyMessage || !strings.HasSuffix(c.Message, printable.Ellipsis) {
+		t.Errorf("Programmed message (%d bytes) %q: want it printable, cut with an ellipsis within %d bytes", len(c.Message), c.Message, status.MaxProxyMessage)
+	}
+	eventually(t, "the Warning event is printable and bounded", func() error {
+		var list eventsv1.EventList
+		if err := h.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name != "edge" || e.Reason != string(gwapiv1.GatewayReasonInvalid) {
+				continue
+			}
+			if !printable.Clean(e.Note) || len(e.Note) > status.MaxProxyMessage || !strings.Contains(e.Note, secret) {
+				return fmt.Errorf("event note (%d bytes) %q is not printable and bounded", len(e.Note), e.Note)
+			}
+			return nil
+		}
+		return fmt.Errorf("no Invalid event among %d", len(list.Items))
+	})
+	eventually(t, "the ListenerSet of another namespace names the Gateway only", func() error {
+		var ls gwapiv1.ListenerSet
+		h.get(&ls, other, "tenant")
+		c := meta.FindStatusCondition(ls.Status.Conditions, string(gwapiv1.ListenerSetConditionProgrammed))
+		switch {
+		case c == nil || c.Reason != conditions.ReasonParentNotProgrammed:
+			return fmt.Errorf("Programmed = %+v, want ParentNotProgrammed", c)
+		case strings.Contains(c.Message, secret) || strings.Contains(c.Message, "proxy-0") || !strings.Contains(c.Message, ns+"/edge"):
+			return fmt.Errorf("message %q copies the proxy's error or does not name the Gateway", c.Message)
+		}
+		return nil
+	})
 }

@@ -19,6 +19,10 @@ type Limits struct {
 	// BootstrapMaxConnections and BootstrapMaxConnectionsPerSource cap the bootstrap listener's.
 	BootstrapMaxConnections          int
 	BootstrapMaxConnectionsPerSource int
+	// BootstrapReservedConnections are the bootstrap listener's slots beyond its cap for
+	// callers whose handshake presented an SVID that verifies against the trust bundle;
+	// negative reserves none.
+	BootstrapReservedConnections int
 	// BusyHandshakeTimeout bounds, on both listeners, the handshake of a connection accepted
 	// while more than half the cap is taken.
 	BusyHandshakeTimeout time.Duration
@@ -45,6 +49,9 @@ func RegisterLimitFlags(fs *flag.FlagSet) *Limits {
 		"Connections the bootstrap listener holds at once; more are closed at accept.")
 	fs.IntVar(&l.BootstrapMaxConnectionsPerSource, "discovery-bootstrap-max-connections-per-source", bootstrap.DefaultMaxConnectionsPerSource,
 		"Bootstrap listener connections one source address may hold; more are closed at accept.")
+	fs.IntVar(&l.BootstrapReservedConnections, "discovery-bootstrap-reserved-connections", bootstrap.DefaultReservedConnections,
+		"Bootstrap listener connections beyond its maximum kept for callers presenting an SVID that verifies against the trust bundle "+
+			"(proxies renewing); a connection without one is closed at the end of its handshake when the maximum of those is open. Negative reserves none.")
 	fs.DurationVar(&l.BusyHandshakeTimeout, "discovery-busy-handshake-timeout", stream.DefaultBusyHandshakeTimeout,
 		"Handshake deadline of a connection accepted while a discovery listener holds more than half its cap (10s otherwise).")
 	fs.IntVar(&l.MaxInFlightBytesPerIdentity, "discovery-max-inflight-bytes-per-identity", stream.DefaultMaxInFlightBytesPerIdentity,
@@ -59,6 +66,6 @@ func RegisterLimitFlags(fs *flag.FlagSet) *Limits {
 func (l Limits) bootstrapConnections() bootstrap.ConnectionsConfig {
 	return bootstrap.ConnectionsConfig{
 		MaxConnections: l.BootstrapMaxConnections, MaxConnectionsPerSource: l.BootstrapMaxConnectionsPerSource,
-		BusyHandshakeTimeout: l.BusyHandshakeTimeout,
+		ReservedConnections: l.BootstrapReservedConnections, BusyHandshakeTimeout: l.BusyHandshakeTimeout,
 	}
 }

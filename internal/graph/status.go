@@ -94,6 +94,24 @@ func (g *Graph) Status() Status {
 	return out
 }
 
+// GatewaysStatus collects the computed status of the Gateways keep accepts and of the
+// ListenerSets attached to them, and nothing else: what a status writer judges again when only
+// those Gateways' proxies answered.
+func (g *Graph) GatewaysStatus(keep func(*Gateway) bool) Status {
+	var out Status
+	for _, gw := range g.Gateways {
+		if keep(gw) {
+			out.Gateways = append(out.Gateways, gw.status())
+		}
+	}
+	for _, ls := range g.ListenerSets {
+		if keep(ls.Gateway) {
+			out.ListenerSets = append(out.ListenerSets, ls.status())
+		}
+	}
+	return out
+}
+
 func (gw *Gateway) status() GatewayStatus {
 	st := GatewayStatus{Namespace: gw.Source.Namespace, Name: gw.Source.Name}
 	st.Status.Conditions = gw.Conditions

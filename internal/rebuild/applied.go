@@ -84,11 +84,11 @@ func (p *Pipeline) Applied(scope cache.Scope, key types.NamespacedName, uid type
 }
 
 // Answered tells the pipeline that a proxy of scope answered a snapshot, or a stream of it
-// opened or closed (stream.Config.OnAnswer): the status of the latest rebuild is written again
-// so that Programmed follows. It never blocks; answers that arrive while a write runs coalesce
-// into one more write.
-func (p *Pipeline) Answered(cache.Scope) {
+// opened or closed (stream.Config.OnAnswer): the Gateways of scope (and their ListenerSets) are
+// judged again on the latest rebuild's graph so that Programmed follows. It never blocks;
+// answers coalesce into one pass per statusAgainInterval, over the scopes that answered.
+func (p *Pipeline) Answered(scope cache.Scope) {
 	if l := p.status.Load(); l != nil {
-		l.again()
+		l.again(scope)
 	}
 }

@@ -197,13 +197,14 @@ func TestPipelineJudgesFromTheVersionsItPublished(t *testing.T) {
 	}
 }
 
-// Tests that again writes the latest graph once more, and that calls while a write runs
-// coalesce into one more write.
+// Tests that again writes the latest graph once more (the whole of it, with a writer that cannot
+// judge scopes alone), and that calls while a write runs coalesce into one more write.
 func TestStatusLoopWritesAgainOnAnswers(t *testing.T) {
 	t.Parallel()
 	w := &gatedWriter{gate: make(chan struct{})}
 	l := newStatusLoop(w)
-	l.again() // nothing written yet: nothing to write again
+	web := cache.Gateway("prod", "web")
+	l.again(web) // nothing written yet: nothing to write again
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go l.run(ctx)
@@ -214,8 +215,8 @@ func TestStatusLoopWritesAgainOnAnswers(t *testing.T) {
 		defer l.mu.Unlock()
 		return l.busy && l.next == nil
 	})
-	l.again()
-	l.again()
+	l.again(web)
+	l.again(web)
 	w.gate <- struct{}{} // the first write
 	w.gate <- struct{}{} // the one write again
 	waitFor(t, "the loop settles", func() bool { return isIdle(l) })

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/state"
 )
@@ -113,4 +115,77 @@ func TestStatusLoopRetriesAFailedWriteUnlessANewerGraphCame(t *testing.T) {
 func isIdle(l *statusLoop) bool {
 	ok, _ := l.idle()
 	return ok
+}
+
+// passCounter counts the status passes it is asked for: whole graphs (Write), and the passes
+// that judge some scopes again (WriteApplied), with the scopes.
+type passCounter struct {
+	mu     sync.Mutex
+	whole  int
+	scoped [][]cache.Scope
+}
+
+func (w *passCounter) Write(context.Context, *state.ClusterState, *graph.Graph) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.whole++
+	return 0, nil
+}
+
+func (w *passCounter) WriteApplied(_ context.Context, _ *state.ClusterState, _ *graph.Graph, scopes []cache.Scope) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.scoped = append(w.scoped, scopes)
+	return 0, nil
+}
+
+func (w *passCounter) counts() (whole int, scoped [][]cache.Scope) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.whole, append([][]cache.Scope(nil), w.scoped...)
+}
+
+// Tests that stream churn by one identity, 1,000 subscribe and cancel at the 5,629 answers a
+// second measured, makes a bounded number of status passes (one per statusAgainInterval at
+// most), each judging only the scope whose streams changed, and that the churn's end is judged.
+func TestStreamChurnMakesBoundedStatusPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &passCounter{}
+		p := &Pipeline{Status: w}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go p.RunStatus(ctx)
+		synctest.Wait()
+		p.status.Load().offer(nil, &graph.Graph{})
+		synctest.Wait()
+		web := cache.Gateway("prod", "web")
+		start := time.Now()
+		for range 1000 {
+			p.Answered(web) // the stream opens
+			time.Sleep(time.Second / 5629)
+			p.Answered(web) // and closes
+			time.Sleep(time.Second / 5629)
+		}
+		churn := time.Since(start)
+		time.Sleep(statusAgainInterval)
+		synctest.Wait()
+		whole, scoped := w.counts()
+		bound := int(churn/statusAgainInterval) + 2
+		t.Logf("%d answers in %v: %d whole passes, %d scoped passes (bound %d)", 2000, churn, whole-1, len(scoped), bound)
+		if whole-1+len(scoped) > bound {
+			t.Errorf("the churn made %d whole and %d scoped status passes, want at most %d in all", whole-1, len(scoped), bound)
+		}
+		if whole != 1 {
+			t.Errorf("the churn made %d passes over the whole graph, want none", whole-1)
+		}
+		for _, scopes := range scoped {
+			if len(scopes) != 1 || scopes[0] != web {
+				t.Fatalf("a pass judged %v, want only %v", scopes, web)
+			}
+		}
+		if len(scoped) == 0 {
+			t.Error("the churn's end was never judged")
+		}
+		cancel()
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"coxswain.dev/coxswain/discovery/printable"
 	"coxswain.dev/coxswain/internal/graph/conditions"
 )
 
@@ -74,6 +75,7 @@ type Proxy struct {
 func Programmed(want []metav1.Condition, p Proxy) []metav1.Condition {
 	out := make([]metav1.Condition, len(want))
 	copy(out, want)
+	p.Applied.Message = printable.Text(p.Applied.Message, MaxProxyMessage)
 	for i, c := range out {
 		if c.Type != string(gwapiv1.GatewayConditionProgrammed) || c.Status != metav1.ConditionTrue {
 			continue

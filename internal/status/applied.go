@@ -24,7 +24,13 @@ const (
 	AppliedRefused
 )
 
-// Applied is the verdict on one Gateway generation; Message says why, for the condition.
+// MaxProxyMessage bounds the message of a verdict as it goes into a Gateway's Programmed
+// condition and event: it holds what proxies said (their node ID, the detail of a NACK), made
+// printable and cut with printable.Text.
+const MaxProxyMessage = 1024
+
+// Applied is the verdict on one Gateway generation; Message says why, for the condition. It may
+// hold a proxy's text: Programmed passes it through printable.Text.
 type Applied struct {
 	State   AppliedState
 	Message string

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"coxswain.dev/coxswain/discovery/printable"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/graph/conditions"
 	"coxswain.dev/coxswain/internal/state"
@@ -15,7 +16,11 @@ import (
 
 // withParent returns the status of a ListenerSet with Programmed turned False
 // (ParentNotProgrammed) while its parent Gateway is not Programmed as the writer judges it, from
-// the parent's proxy: the ListenerSet's listeners are served by that proxy, no sooner.
+// the parent's proxy: the ListenerSet's listeners are served by that proxy, no sooner. A
+// ListenerSet in the Gateway's namespace gets the Gateway's message; one in another namespace
+// gets the Gateway's name and reason only, as the message may hold what the proxy said about
+// the Gateway namespace's objects (a NACK naming its Secrets), which that namespace's readers
+// may not see.
 func (w *Writer) withParent(cs *state.ClusterState, ls graph.ListenerSetStatus, gateways []graph.GatewayStatus, proxy gatewayProxy) gwapiv1.ListenerSetStatus {
 	out := *ls.Status.DeepCopy()
 	own := meta.FindStatusCondition(out.Conditions, string(gwapiv1.ListenerSetConditionProgrammed))
@@ -30,7 +35,10 @@ func (w *Writer) withParent(cs *state.ClusterState, ls graph.ListenerSetStatus, 
 		programmed := meta.FindStatusCondition(Programmed(gw.Status.Conditions, w.proxyOf(cs, src, proxy)), string(gwapiv1.GatewayConditionProgrammed))
 		if programmed != nil && programmed.Status != metav1.ConditionTrue {
 			msg := fmt.Sprintf("Gateway %s is not programmed: %s", ls.Gateway, programmed.Message)
-			c := conditions.NewListenerSetNotProgrammed(conditions.ReasonParentNotProgrammed, msg)
+			if ls.Namespace != ls.Gateway.Namespace {
+				msg = fmt.Sprintf("Gateway %s is not programmed (%s); its status says why", ls.Gateway, programmed.Reason)
+			}
+			c := conditions.NewListenerSetNotProgrammed(conditions.ReasonParentNotProgrammed, printable.Text(msg, MaxProxyMessage))
 			c.ObservedGeneration = own.ObservedGeneration
 			*own = c
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwapiv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
+	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/wellknown"
 	"coxswain.dev/coxswain/internal/graph"
 	"coxswain.dev/coxswain/internal/graph/conditions"
@@ -91,30 +94,18 @@ type lastWrite struct {
 // with the entries of other controllers kept, guarded by the resourceVersion. It returns how
 // many objects it wrote. The objects of cs are never modified.
 func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Graph) (int, error) {
-	now := metav1.NewTime(time.Now())
-	if w.Now != nil {
-		now = metav1.NewTime(w.Now())
-	}
+	now := w.now()
 	st := g.Status()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.done = map[lastKey]lastWrite{}
-	var errs []error
-	written := 0
-	count := func(wrote bool, err error) {
-		if wrote {
-			written++
-		}
-		errs = append(errs, err)
-	}
+	t := &tally{}
+	count := t.count
 	for _, want := range st.GatewayClasses {
 		count(w.writeGatewayClass(ctx, cs.GatewayClasses[types.NamespacedName{Name: want.Name}], want.Status, now))
 	}
 	services := w.proxyServices(g)
-	for _, want := range st.Gateways {
-		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
-		count(w.writeGateway(ctx, cs, cs.Gateways[key], want.Status, services[key], now))
-	}
+	w.writeGateways(ctx, cs, st, services, now, count)
 	c := g.ControllerName
 	writeRoutes(ctx, w, "HTTPRoute", cs.HTTPRoutes, st.HTTPRoutes, c, now, count, func(r *gwapiv1.HTTPRoute) *[]gwapiv1.RouteParentStatus { return &r.Status.Parents })
 	writeRoutes(ctx, w, "GRPCRoute", cs.GRPCRoutes, st.GRPCRoutes, c, now, count, func(r *gwapiv1.GRPCRoute) *[]gwapiv1.RouteParentStatus { return &r.Status.Parents })
@@ -125,13 +116,72 @@ func (w *Writer) Write(ctx context.Context, cs *state.ClusterState, g *graph.Gra
 		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
 		count(w.writeBackendTLSPolicy(ctx, cs.BackendTLSPolicies[key], g.ControllerName, want.Ancestors, now))
 	}
+	w.writeListenerSets(ctx, cs, st, services, now, count)
+	w.last, w.done = w.done, nil
+	return t.written, errors.Join(t.errs...)
+}
+
+// WriteApplied writes again what the proxies' answers in scopes decide: the status of the
+// Gateways those scopes serve (Programmed waits for their acknowledgements) and of the
+// ListenerSets attached to them, judged anew, and nothing else of g. It returns how many objects
+// it wrote.
+func (w *Writer) WriteApplied(ctx context.Context, cs *state.ClusterState, g *graph.Graph, scopes []cache.Scope) (int, error) {
+	now := w.now()
+	services := w.proxyServices(g)
+	st := g.GatewaysStatus(func(gw *graph.Gateway) bool {
+		return slices.Contains(scopes, scopeOf(gw.Source, services[gw.Key()]))
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = map[lastKey]lastWrite{}
+	t := &tally{}
+	count := t.count
+	w.writeGateways(ctx, cs, st, services, now, count)
+	w.writeListenerSets(ctx, cs, st, services, now, count)
+	if w.last == nil {
+		w.last = map[lastKey]lastWrite{}
+	}
+	maps.Copy(w.last, w.done)
+	w.done = nil
+	return t.written, errors.Join(t.errs...)
+}
+
+// now is the time of the status written now.
+func (w *Writer) now() metav1.Time {
+	if w.Now != nil {
+		return metav1.NewTime(w.Now())
+	}
+	return metav1.NewTime(time.Now())
+}
+
+// tally counts the objects a pass wrote and gathers its errors.
+type tally struct {
+	written int
+	errs    []error
+}
+
+func (t *tally) count(wrote bool, err error) {
+	if wrote {
+		t.written++
+	}
+	t.errs = append(t.errs, err)
+}
+
+func (w *Writer) writeGateways(ctx context.Context, cs *state.ClusterState, st graph.Status, services map[types.NamespacedName]gatewayProxy, now metav1.Time, count func(bool, error)) {
+	for _, want := range st.Gateways {
+		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
+		count(w.writeGateway(ctx, cs, cs.Gateways[key], want.Status, services[key], now))
+	}
+}
+
+// writeListenerSets writes the ListenerSets of st, each judged with its parent among st's
+// Gateways.
+func (w *Writer) writeListenerSets(ctx context.Context, cs *state.ClusterState, st graph.Status, services map[types.NamespacedName]gatewayProxy, now metav1.Time, count func(bool, error)) {
 	for _, want := range st.ListenerSets {
 		key := types.NamespacedName{Namespace: want.Namespace, Name: want.Name}
 		ls := w.withParent(cs, want, st.Gateways, services[want.Gateway])
 		count(w.writeListenerSet(ctx, cs.ListenerSets[key], ls, now))
 	}
-	w.last, w.done = w.done, nil
-	return written, errors.Join(errs...)
 }
 
 // unchanged says whether src, with want computed for it, is the object of its kind's last write

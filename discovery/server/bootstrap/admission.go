@@ -139,10 +139,19 @@ func (s *Service) presentedID(ctx context.Context) spiffeid.ID {
 		return spiffeid.ID{}
 	}
 	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(info.State.PeerCertificates) == 0 {
+	if !ok {
 		return spiffeid.ID{}
 	}
-	chain := info.State.PeerCertificates
+	return s.verifiedID(info.State.PeerCertificates)
+}
+
+// verifiedID returns the SPIFFE ID of chain, a client certificate chain as presented, when it
+// verifies for client auth against the current bundle and names an ID of our trust domain, and
+// the zero ID otherwise (no chain included).
+func (s *Service) verifiedID(chain []*x509.Certificate) spiffeid.ID {
+	if len(chain) == 0 {
+		return spiffeid.ID{}
+	}
 	_, bundle, err := s.ca.Current()
 	if err != nil {
 		return spiffeid.ID{}

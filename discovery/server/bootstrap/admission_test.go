@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -87,15 +85,7 @@ func newAdmissionEnv(t *testing.T, configure ...func(*Config)) *admissionEnv {
 // clientFrom dials the listener from source (a loopback address), presenting cert if not nil.
 func (e *admissionEnv) clientFrom(t *testing.T, source string, cert *tls.Certificate) discoveryv1.DiscoveryClient {
 	t.Helper()
-	cfg := e.pki.BootstrapClientTLS()
-	if cert != nil {
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
-	}
-	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
-	return discoveryv1.NewDiscoveryClient(servertest.Dial(t, e.addr, cfg,
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return dialer.DialContext(ctx, "tcp", addr)
-		})))
+	return discoveryv1.NewDiscoveryClient(dialFrom(t, e.addr, source, presenting(e.pki.BootstrapClientTLS(), cert)))
 }
 
 func withToken(t *testing.T, token string) *discoveryv1.BootstrapRequest {

@@ -3,10 +3,13 @@ package bootstrap
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -15,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/server/internal/connlimit"
 )
 
 const (
@@ -39,7 +43,7 @@ func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption
 	cfg := tlsConfig.Clone()
 	cfg.MinVersion = tls.VersionTLS13
 	base := []grpc.ServerOption{
-		grpc.Creds(credentials.NewTLS(cfg)),
+		grpc.Creds(settlingCreds{TransportCredentials: credentials.NewTLS(cfg), verified: s.verifiedID}),
 		// Stop and GracefulStop return only after every handler has: nothing outlives a stop.
 		grpc.WaitForHandlers(true),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
@@ -63,6 +67,37 @@ func (s *Service) NewGRPCServer(tlsConfig *tls.Config, opts ...grpc.ServerOption
 	h.SetServingStatus(discoveryv1.Discovery_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, h)
 	return gs, nil
+}
+
+// settlingCreds are the bootstrap listener's TLS credentials. At the end of its handshake a
+// connection of a Connections listener settles: into a reserved slot when its caller presented
+// an SVID that verifies against the current bundle (a proxy renewing), into a common slot
+// otherwise, and it is closed when its kind of slot is full. Connections of other listeners
+// pass through.
+type settlingCreds struct {
+	credentials.TransportCredentials
+	verified func(chain []*x509.Certificate) spiffeid.ID
+}
+
+func (c settlingCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := c.TransportCredentials.ServerHandshake(raw)
+	limited, ok := raw.(*connlimit.Conn)
+	if err != nil || !ok {
+		return conn, info, err
+	}
+	var chain []*x509.Certificate
+	if tlsInfo, ok := info.(credentials.TLSInfo); ok {
+		chain = tlsInfo.State.PeerCertificates
+	}
+	if err := limited.Settle(!c.verified(chain).IsZero()); err != nil {
+		_ = conn.Close()
+		return nil, nil, err
+	}
+	return conn, info, nil
+}
+
+func (c settlingCreds) Clone() credentials.TransportCredentials {
+	return settlingCreds{TransportCredentials: c.TransportCredentials.Clone(), verified: c.verified}
 }
 
 // unaryInterceptor lets only Bootstrap and the health check through.

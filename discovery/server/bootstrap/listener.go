@@ -25,6 +25,11 @@ const (
 	// DefaultMaxConnectionsPerSource is how many of them one source address may hold: a proxy
 	// needs one, for a few seconds about twice a day.
 	DefaultMaxConnectionsPerSource = 16
+	// DefaultReservedConnections is how many connections beyond DefaultMaxConnections the
+	// listener keeps for callers whose handshake presented an SVID that verifies against the
+	// trust bundle, proxies renewing: a flood of connections without one cannot take them.
+	// A renewal holds one for a few seconds, about twice a day per proxy.
+	DefaultReservedConnections = 256
 	// DefaultBusyHandshakeTimeout bounds the handshake of a connection accepted while more than
 	// half the cap is taken, in place of the 10 s handshake timeout.
 	DefaultBusyHandshakeTimeout = 2 * time.Second
@@ -45,6 +50,12 @@ type ConnectionsConfig struct {
 	// source address; connections beyond are closed at accept, before any TLS work.
 	MaxConnections          int
 	MaxConnectionsPerSource int
+	// ReservedConnections are slots beyond MaxConnections for connections whose handshake
+	// presented an SVID that verifies against the current trust bundle: accept takes up to
+	// MaxConnections+ReservedConnections, and at the end of its handshake a connection without
+	// such an SVID is closed when MaxConnections others without one are open. Negative reserves
+	// none.
+	ReservedConnections int
 	// BusyHandshakeTimeout bounds the handshake of connections accepted above half of MaxConnections.
 	BusyHandshakeTimeout time.Duration
 	// MaxConnectionIdle closes a connection without a Bootstrap call for that long.
@@ -59,6 +70,10 @@ type ConnectionsConfig struct {
 func (c *ConnectionsConfig) defaults() {
 	c.MaxConnections = limitOr(c.MaxConnections, DefaultMaxConnections)
 	c.MaxConnectionsPerSource = limitOr(c.MaxConnectionsPerSource, DefaultMaxConnectionsPerSource)
+	if c.ReservedConnections == 0 {
+		c.ReservedConnections = DefaultReservedConnections
+	}
+	c.ReservedConnections = max(c.ReservedConnections, 0)
 	c.BusyHandshakeTimeout = limitOr(c.BusyHandshakeTimeout, DefaultBusyHandshakeTimeout)
 	c.MaxConnectionIdle = limitOr(c.MaxConnectionIdle, DefaultMaxConnectionIdle)
 	c.MaxConnectionAge = limitOr(c.MaxConnectionAge, DefaultMaxConnectionAge)
@@ -90,7 +105,8 @@ func NewConnections(cfg ConnectionsConfig) (*Connections, error) {
 		cfg: cfg, log: cfg.Logger, quiet: quiet.New(quiet.DefaultBurst, quiet.DefaultInterval),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coxswain_discovery_bootstrap_connections_refused_total",
-			Help: "Connections the bootstrap listener closed at accept, by reason (TooManyConnections, TooManyConnectionsFromSource).",
+			Help: "Connections the bootstrap listener closed at accept (TooManyConnections, TooManyConnectionsFromSource) " +
+				"or at the end of their handshake (TooManyUnverifiedConnections), by reason.",
 		}, []string{"reason"}),
 	}
 	if cfg.Registerer != nil {
@@ -101,14 +117,17 @@ func NewConnections(cfg ConnectionsConfig) (*Connections, error) {
 	return c, nil
 }
 
-// Listener wraps lis, the bootstrap listener's socket: at most MaxConnections connections open
-// at once and MaxConnectionsPerSource from one source address, those beyond closed as soon as
-// accepted, before any TLS work, and counted as refused; above half the cap a new connection must
+// Listener wraps lis, the bootstrap listener's socket: at most MaxConnections+ReservedConnections
+// connections open at once and MaxConnectionsPerSource from one source address, those beyond
+// closed as soon as accepted, before any TLS work, and counted as refused; at the end of its
+// handshake a connection whose caller presented no SVID that verifies against the trust bundle
+// is closed and counted when MaxConnections such connections are open, so that proxies renewing
+// keep ReservedConnections slots whatever a flood holds; above half the cap a new connection must
 // finish its handshake within BusyHandshakeTimeout; a connection without a Bootstrap call for
 // MaxConnectionIdle is closed.
 func (c *Connections) Listener(lis net.Listener) net.Listener {
 	return c.listeners.New(lis, connlimit.Config{
-		Max: c.cfg.MaxConnections, PerSource: c.cfg.MaxConnectionsPerSource,
+		Max: c.cfg.MaxConnections, Reserved: c.cfg.ReservedConnections, PerSource: c.cfg.MaxConnectionsPerSource,
 		BusyHandshakeTimeout: c.cfg.BusyHandshakeTimeout, IdleTimeout: c.cfg.MaxConnectionIdle,
 		Refused: c.refusedConnection,
 	})

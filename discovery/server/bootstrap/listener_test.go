@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -65,11 +66,32 @@ func (c *connEnds) HandleConn(_ context.Context, s stats.ConnStats) {
 // dial connects a gRPC client from source, a loopback address; opts come after the dialer.
 func (e *listenerEnv) dial(t *testing.T, source string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
+	return dialFrom(t, e.addr, source, e.pki.BootstrapClientTLS(), opts...)
+}
+
+// clientFrom dials the listener from source (a loopback address), presenting cert if not nil.
+func (e *listenerEnv) clientFrom(t *testing.T, source string, cert *tls.Certificate) discoveryv1.DiscoveryClient {
+	t.Helper()
+	return discoveryv1.NewDiscoveryClient(dialFrom(t, e.addr, source, presenting(e.pki.BootstrapClientTLS(), cert)))
+}
+
+// dialFrom connects a gRPC client with cfg to addr from source, a loopback address; opts come
+// after the dialer.
+func dialFrom(t *testing.T, addr, source string, cfg *tls.Config, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
 	opts = append([]grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 		return dialer.DialContext(ctx, "tcp", addr)
 	})}, opts...)
-	return servertest.Dial(t, e.addr, e.pki.BootstrapClientTLS(), opts...)
+	return servertest.Dial(t, addr, cfg, opts...)
+}
+
+// presenting makes cfg present cert as its client certificate, when cert is not nil.
+func presenting(cfg *tls.Config, cert *tls.Certificate) *tls.Config {
+	if cert != nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
+	}
+	return cfg
 }
 
 // silent opens n TCP connections from source that send nothing, closed when the test ends.
@@ -117,12 +139,12 @@ func TestBootstrapConnectionsPerSourceAreCapped(t *testing.T) {
 	}
 }
 
-// Tests that the bootstrap listener holds at most its maximum of connections, whoever opens
-// them; one beyond is closed at accept.
+// Tests that the bootstrap listener holds at most its maximum and reserved connections, whoever
+// opens them; one beyond is closed at accept.
 func TestBootstrapConnectionsAreCappedInTotal(t *testing.T) {
 	t.Parallel()
-	e := newListenerEnv(t, ConnectionsConfig{MaxConnections: 4, MaxConnectionsPerSource: 2})
-	for _, source := range []string{"127.0.0.2", "127.0.0.3"} {
+	e := newListenerEnv(t, ConnectionsConfig{MaxConnections: 4, ReservedConnections: 2, MaxConnectionsPerSource: 2})
+	for _, source := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.5"} {
 		e.silent(t, source, 2)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
@@ -179,5 +201,56 @@ func TestBootstrapConnectionsLiveNoLongerThanTheirAge(t *testing.T) {
 		if _, err := c.Bootstrap(t.Context(), request(t)); err != nil {
 			t.Fatalf("bootstrap: %v", err)
 		}
+	}
+}
+
+// Tests that idle TLS connections from many source addresses, each within its share, filling
+// the bootstrap listener's cap (64 addresses of 16 at the defaults; -short scales it down) leave
+// proxies renewing with a valid SVID their slots: the ten renewals succeed, a first bootstrap
+// (no SVID) is refused at the end of its handshake, and so is one presenting an SVID of another
+// CA.
+func TestAnIdleTLSFloodLeavesRenewalsTheirSlots(t *testing.T) {
+	t.Parallel()
+	maxConns, perSource := DefaultMaxConnections, DefaultMaxConnectionsPerSource
+	if testing.Short() {
+		maxConns, perSource = 64, 4
+	}
+	e := newListenerEnv(t, ConnectionsConfig{MaxConnections: maxConns, MaxConnectionsPerSource: perSource})
+	for _, source := range loopbacks("127.0.4", maxConns/perSource) {
+		for range perSource {
+			conn := idleHTTP2(t, e.addr, source)
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}
+	pollUntil(t, "the flood to hold the cap", func() bool { common, _ := e.conns.listeners.Settled(); return common == maxConns })
+	svid := e.pki.SVID(t, "spiffe://cluster.local/ns/coxswain-system/sa/coxswain-shared-proxy")
+	renewed := 0
+	for _, source := range loopbacks("127.0.5", 10) {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		_, err := e.clientFrom(t, source, svid).Bootstrap(ctx, request(t), grpc.WaitForReady(false))
+		cancel()
+		if err != nil {
+			t.Errorf("renewal from %s during the flood: %v", source, err)
+			continue
+		}
+		renewed++
+	}
+	t.Logf("%d of 10 renewals succeeded while %d idle TLS connections held the cap", renewed, maxConns)
+	if _, reserved := e.conns.listeners.Settled(); reserved != renewed {
+		t.Errorf("%d connections hold reserved slots, want the %d renewals'", reserved, renewed)
+	}
+	for name, cert := range map[string]*tls.Certificate{
+		"a first bootstrap":                      nil,
+		"a bootstrap with an SVID of another CA": servertest.NewPKI(t).SVID(t, "spiffe://cluster.local/ns/coxswain-system/sa/coxswain-shared-proxy"),
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		_, err := e.clientFrom(t, "127.0.6.1", cert).Bootstrap(ctx, request(t), grpc.WaitForReady(false))
+		cancel()
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("%s during the flood: %v, want Unavailable", name, err)
+		}
+	}
+	if got := e.refused("TooManyUnverifiedConnections"); got < 2 {
+		t.Errorf("refused{TooManyUnverifiedConnections} = %v, want at least 2", got)
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"coxswain.dev/coxswain/discovery/server/cache"
 )
 
-// maxAnswerDetail bounds the NACK detail kept for ProxyState: enough for a validation error,
-// little enough that a proxy cannot make the controller hold (and write to status) much.
-const maxAnswerDetail = 1024
+// maxAnswerDetail bounds the NACK detail kept for ProxyState and logged: enough for a
+// validation error, little enough that a proxy cannot make the controller hold (and write to
+// status and events) much.
+const maxAnswerDetail = 256
 
 // ProxyState is what one live stream's proxy last said about the snapshots it was sent, so that
 // the controller can tell which version each proxy of a scope applied.
@@ -75,19 +76,3 @@ func (s *Server) answered(scope cache.Scope) {
 		s.onAnswer(scope)
 	}
 }
-
-// truncateDetail cuts a NACK detail to at most n bytes without splitting a UTF-8 sequence, and
-// replaces invalid bytes, so that it can go into a status message.
-func truncateDetail(detail string, n int) string {
-	if len(detail) > n {
-		cut := n
-		for cut > 0 && !utf8Start(detail[cut]) {
-			cut--
-		}
-		detail = detail[:cut]
-	}
-	return strings.ToValidUTF8(detail, "\uFFFD")
-}
-
-// utf8Start says whether b can start a UTF-8 sequence (it is not a continuation byte).
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"coxswain.dev/coxswain/discovery/printable"
 	"coxswain.dev/coxswain/discovery/server/cache"
 )
 
@@ -56,7 +57,8 @@ func TestProxiesReportWhatEachStreamAnswered(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("a after its NACK (-want +got):\n%s", diff)
 	}
-	if !strings.HasPrefix(detail, "route table did not validate: é") || len(detail) > maxAnswerDetail || strings.ContainsRune(detail, '\uFFFD') {
+	if !strings.HasPrefix(detail, "route table did not validate: é") || len(detail) > maxAnswerDetail || strings.ContainsRune(detail, '\uFFFD') ||
+		!strings.HasSuffix(detail, printable.Ellipsis) {
 		t.Errorf("detail kept %q (%d bytes), want a prefix of the proxy's cut at a rune within %d bytes", detail, len(detail), maxAnswerDetail)
 	}
 
@@ -81,16 +83,23 @@ func TestProxiesReportWhatEachStreamAnswered(t *testing.T) {
 	}
 }
 
-// Tests that a NACK detail is cut at a rune boundary and made valid UTF-8.
-func TestTruncateDetailKeepsWholeRunes(t *testing.T) {
+// Tests that the detail of a NACK is kept without its control and invisible characters, and cut
+// to maxAnswerDetail bytes with an ellipsis: a proxy's text goes into status and events.
+func TestNackDetailIsKeptPrintableAndBounded(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ in, want string }{
-		{"short", "short"},
-		{"abcdé", "abcd"},          // é is two bytes: cut at 5 would split it
-		{"ab\xffcd", "ab\uFFFDcd"}, // not cut, the invalid byte replaced
-	} {
-		if got := truncateDetail(tc.in, 5); got != tc.want {
-			t.Errorf("truncateDetail(%q, 5) = %q, want %q", tc.in, got, tc.want)
-		}
+	e := newEnv(t)
+	pool := cache.SharedPool()
+	a := e.subscribe(t, sharedID, "a", pool)
+	first := a.mustRecv()
+	a.ack(first)
+	e.set(t, pool, map[string]string{"listener": "v2"})
+	delta := a.mustRecv()
+	a.nack(delta, "\x1b[31mSecret tenant/db-password\u202e\r\n"+strings.Repeat("x", 10<<10))
+	waitFor(t, "a's NACK", func() bool { return e.srv.Proxies(pool)[0].Nacked != "" })
+	detail := e.srv.Proxies(pool)[0].NackDetail
+	if !printable.Clean(detail) || len(detail) > maxAnswerDetail || !strings.HasSuffix(detail, printable.Ellipsis) ||
+		!strings.HasPrefix(detail, "[31mSecret tenant/db-password  xxx") {
+		t.Errorf("detail kept %q (%d bytes), want it without control characters, cut with an ellipsis within %d bytes",
+			detail, len(detail), maxAnswerDetail)
 	}
 }

@@ -11,13 +11,12 @@ import (
 	"time"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/printable"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/discovery/server/internal/connlimit"
 )
 
 const (
-	// maxDetailLength bounds how much of a NACK detail is logged.
-	maxDetailLength = 256
 	// flushGrace is how long the message in flight of a session that ended may take to leave
 	// before its connection is closed.
 	flushGrace = 2 * time.Second
@@ -177,11 +176,12 @@ func (p *session) nack(version, nonce, detail string) error {
 		p.rejected = version
 	}
 	p.srv.metrics.nacks.Inc()
-	kept := truncateDetail(detail, maxAnswerDetail)
+	// The proxy's text reaches status, events and logs: printable and bounded from here on.
+	kept := printable.Text(detail, maxAnswerDetail)
 	p.answers.update(func(s *ProxyState) { s.Nacked, s.NackDetail, s.InFlight = f.primary.Version(), kept, "" })
 	p.srv.answered(p.scope)
 	p.srv.log.Info("Proxy rejected snapshot", "nodeID", p.nodeID, "scope", p.scope.String(),
-		"version", version, "full", f.full, "detail", truncateDetail(detail, maxDetailLength))
+		"version", version, "full", f.full, "detail", kept)
 	return nil
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 
 	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/printable"
 	"coxswain.dev/coxswain/discovery/server/cache"
 )
 
-// maxNodeIDLength bounds the node ID a proxy may claim.
+// maxNodeIDLength bounds the node ID a proxy may claim; it must also be printable (no control or
+// invisible characters), as it is shown in status, events and logs.
 const maxNodeIDLength = 253
 
 // received is one result of Recv.
@@ -51,8 +53,8 @@ func (s *Server) open(ctx context.Context, id Identity, sub *discoveryv1.Subscri
 		return nil, deny(ReasonInvalidSubscribe, "%v", err)
 	}
 	nodeID := sub.GetNodeId()
-	if nodeID == "" || len(nodeID) > maxNodeIDLength {
-		return nil, deny(ReasonInvalidSubscribe, "node ID must have 1 to %d bytes", maxNodeIDLength)
+	if nodeID == "" || len(nodeID) > maxNodeIDLength || !printable.Clean(nodeID) {
+		return nil, deny(ReasonInvalidSubscribe, "node ID must have 1 to %d bytes of UTF-8 without control or invisible characters", maxNodeIDLength)
 	}
 	if err := s.authorize(id, scope); err != nil {
 		return nil, err

@@ -71,6 +71,14 @@ func TestSubscribeRejections(t *testing.T) {
 			first: subscribeMessage("", cache.SharedPool()), code: codes.InvalidArgument, reason: ReasonInvalidSubscribe,
 		},
 		{
+			name: "a node ID with a terminal escape is refused", id: sharedID,
+			first: subscribeMessage("proxy-0\x1b[2J", cache.SharedPool()), code: codes.InvalidArgument, reason: ReasonInvalidSubscribe,
+		},
+		{
+			name: "a node ID with a bidirectional override is refused", id: sharedID,
+			first: subscribeMessage("proxy-\u202e0", cache.SharedPool()), code: codes.InvalidArgument, reason: ReasonInvalidSubscribe,
+		},
+		{
 			name: "a wire version one below is refused", id: sharedID,
 			first: withVersion(subscribeMessage("n", cache.SharedPool()), discoveryv1.WireVersion-1),
 			code:  codes.FailedPrecondition, reason: ReasonWireVersion,

@@ -1,6 +1,7 @@
 package connlimit
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,8 @@ type Conn struct {
 	l      *Listener
 	source string
 	key    connKey
+	// slot is the kind of slot the connection settled into, under l.mu.
+	slot slot
 	// handshakeBy, when set, is the latest deadline the handshake may have.
 	handshakeBy time.Time
 	// written counts the bytes written to the connection.
@@ -29,6 +32,35 @@ type Conn struct {
 	closed bool
 
 	once sync.Once
+}
+
+// slot is the kind of slot a connection holds once its handshake ended.
+type slot int
+
+const (
+	// slotPending: the handshake has not ended (or the server never settles connections).
+	slotPending slot = iota
+	slotCommon
+	slotReserved
+)
+
+// ErrUnverifiedOverCap is Settle's error for a connection without a verified client
+// certificate when the common slots are taken.
+var ErrUnverifiedOverCap = errors.New("connlimit: the listener holds its maximum of connections without a verified client certificate")
+
+// Settle ends the handshake of c, verified saying whether it verified a client certificate: c
+// moves to a reserved slot when verified and one is free, else to a common slot while one is
+// free. Otherwise Settle closes c, reports it refused (ReasonTooManyUnverified) and returns
+// ErrUnverifiedOverCap. Settling again does nothing.
+func (c *Conn) Settle(verified bool) error {
+	if c.l.settle(c, verified) {
+		return nil
+	}
+	if c.l.cfg.Refused != nil {
+		c.l.cfg.Refused(ReasonTooManyUnverified, c.source)
+	}
+	_ = c.Close()
+	return ErrUnverifiedOverCap
 }
 
 // SetDeadline holds the handshake deadline, the first one the server sets, to handshakeBy when

@@ -19,12 +19,22 @@ const (
 	ReasonTooManyConnections Reason = "TooManyConnections"
 	// ReasonTooManyFromSource: the source address holds its share.
 	ReasonTooManyFromSource Reason = "TooManyConnectionsFromSource"
+	// ReasonTooManyUnverified: the connection's handshake verified no client certificate and
+	// the common slots are taken; the reserved ones are for verified callers.
+	ReasonTooManyUnverified Reason = "TooManyUnverifiedConnections"
 )
 
 // Config configures a Listener. Max and PerSource are required.
 type Config struct {
-	// Max caps the connections open at once.
+	// Max caps the connections open at once, but for the Reserved slots.
 	Max int
+	// Reserved are slots beyond Max for connections whose handshake verified a client
+	// certificate (Conn.Settle). Accept takes up to Max+Reserved connections; at the end of its
+	// handshake a verified connection moves to a reserved slot while one is free, and any other
+	// keeps its slot only while fewer than Max connections have settled into the common slots,
+	// and is closed otherwise. Zero reserves nothing: connections that never settle count
+	// against Max alone, as do those of a listener whose server never calls Settle.
+	Reserved int
 	// PerSource caps the connections open at once from one source IP address.
 	PerSource int
 	// SoftMax is the number of open connections above which a new connection must finish its
@@ -51,6 +61,9 @@ type Listener struct {
 	mu        sync.Mutex
 	perSource map[string]int
 	conns     map[connKey]*Conn
+	// common and reserved count the connections settled into each kind of slot; the others
+	// in conns have not finished their handshake.
+	common, reserved int
 }
 
 // connKey names a TCP connection of the listener.
@@ -92,7 +105,7 @@ func (l *Listener) admit(raw net.Conn, source string) (*Conn, Reason) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case len(l.conns) >= l.cfg.Max:
+	case len(l.conns) >= l.cfg.Max+l.cfg.Reserved:
 		return nil, ReasonTooManyConnections
 	case l.perSource[source] >= l.cfg.PerSource:
 		return nil, ReasonTooManyFromSource
@@ -118,6 +131,12 @@ func (l *Listener) release(c *Conn) {
 	defer l.mu.Unlock()
 	if l.conns[c.key] == c {
 		delete(l.conns, c.key)
+	}
+	switch c.slot {
+	case slotCommon:
+		l.common--
+	case slotReserved:
+		l.reserved--
 	}
 	if l.perSource[c.source] > 1 {
 		l.perSource[c.source]--
@@ -165,6 +184,19 @@ func (s *Set) Open(source string) (total, fromSource int) {
 	return total, fromSource
 }
 
+// Settled returns how many connections of s's listeners settled into the common and the
+// reserved slots.
+func (s *Set) Settled() (common, reserved int) {
+	s.mu.Lock()
+	listeners := s.listeners
+	s.mu.Unlock()
+	for _, l := range listeners {
+		c, r := l.Settled()
+		common, reserved = common+c, reserved+r
+	}
+	return common, reserved
+}
+
 // ConnOf returns the connection that carries the gRPC call of ctx, or nil when none of s's
 // listeners holds it (a server served on another listener).
 func (s *Set) ConnOf(ctx context.Context) *Conn {
@@ -188,6 +220,33 @@ func (l *Listener) Open(source string) (total, fromSource int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.conns), l.perSource[source]
+}
+
+// Settled returns how many open connections settled into the common and the reserved slots.
+func (l *Listener) Settled() (common, reserved int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.common, l.reserved
+}
+
+// settle moves c to a reserved slot when verified and one is free, else to a common slot
+// while fewer than Max connections hold one; false means neither.
+func (l *Listener) settle(c *Conn, verified bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.conns[c.key] != c, c.slot != slotPending: // closed meanwhile, or settled already
+		return true
+	case verified && l.reserved < l.cfg.Reserved:
+		c.slot = slotReserved
+		l.reserved++
+	case l.common < l.cfg.Max:
+		c.slot = slotCommon
+		l.common++
+	default:
+		return false
+	}
+	return true
 }
 
 func keyOf(local, remote net.Addr) connKey {

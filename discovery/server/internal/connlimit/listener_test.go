@@ -166,3 +166,54 @@ func TestIdleConnectionsAreClosedUnlessBusy(t *testing.T) {
 		return l.Lookup(busy.LocalAddr(), busy.RemoteAddr()) == nil
 	})
 }
+
+// Tests that the reserved slots go only to connections that settle verified: a verified
+// connection takes a reserved slot, or a common one when none is left; accept takes no more
+// than Max+Reserved; an unverified connection when Max have settled into common slots is closed
+// and reported, while a verified one still gets the reserved slot a close gave back.
+func TestReservedSlotsAreForVerifiedConnections(t *testing.T) {
+	t.Parallel()
+	l, r, accepted := serve(t, Config{Max: 2, Reserved: 1, PerSource: 8})
+	settle := func(verified bool) (*Conn, error) {
+		dial(t, l, "127.0.0.2")
+		c := (<-accepted).(*Conn)
+		return c, c.Settle(verified)
+	}
+	wantSettled := func(when string, common, reserved int) {
+		t.Helper()
+		if c, r := l.Settled(); c != common || r != reserved {
+			t.Fatalf("settled %s = %d common, %d reserved; want %d, %d", when, c, r, common, reserved)
+		}
+	}
+	first, err := settle(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := settle(true); err != nil {
+		t.Fatal(err)
+	}
+	wantSettled("with the reserved slot taken", 1, 1)
+	if _, err := settle(false); err != nil {
+		t.Fatalf("an unverified connection within Max: %v", err)
+	}
+	dial(t, l, "127.0.0.2")
+	waitFor(t, "a connection beyond Max+Reserved to be refused at accept", func() bool {
+		return r.count(ReasonTooManyConnections) == 1
+	})
+	_ = first.Close()
+	wantSettled("after a close", 2, 0)
+	if _, err := settle(false); !errors.Is(err, ErrUnverifiedOverCap) {
+		t.Fatalf("an unverified connection with the common slots taken: %v, want ErrUnverifiedOverCap", err)
+	}
+	if r.count(ReasonTooManyUnverified) != 1 {
+		t.Errorf("refused{TooManyUnverified} = %d, want 1", r.count(ReasonTooManyUnverified))
+	}
+	verified, err := settle(true)
+	if err != nil {
+		t.Fatalf("a verified connection with the common slots taken: %v", err)
+	}
+	if err := verified.Settle(false); err != nil {
+		t.Fatalf("settling again: %v", err)
+	}
+	wantSettled("with every slot taken", 2, 1)
+}
