@@ -41,6 +41,10 @@ type Options struct {
 	// namespace hold together; a listener port beyond it gets none and its listener is not
 	// programmed (PortsExhausted). wellknown.DefaultMaxSharedPortsPerNamespace when zero.
 	MaxSharedPortsPerNamespace int32
+	// MaxRouteBytesPerNamespace caps the encoded bytes the routes of one namespace take of one
+	// scope's snapshot, every copy counted; a route beyond it is not accepted on that scope's
+	// Gateways (SnapshotSizeLimitReached). wellknown.DefaultMaxRouteBytesPerNamespace when zero.
+	MaxRouteBytesPerNamespace int64
 	// Routes, when set, keeps what Build resolved of the HTTPRoutes, their rules and their
 	// attachments, from one Build to the next (see RouteMemo).
 	Routes *RouteMemo
@@ -61,6 +65,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxSharedPortsPerNamespace == 0 {
 		o.MaxSharedPortsPerNamespace = wellknown.DefaultMaxSharedPortsPerNamespace
+	}
+	if o.MaxRouteBytesPerNamespace == 0 {
+		o.MaxRouteBytesPerNamespace = wellknown.DefaultMaxRouteBytesPerNamespace
 	}
 	return o
 }
@@ -94,6 +101,12 @@ type Graph struct {
 	BackendTLSPolicies []*BackendTLSPolicy
 	// ListenerSets are the ListenerSets whose parent is one of our Gateways.
 	ListenerSets []*ListenerSet
+	// SizeRefusals are the routes refused on the Gateways of a scope because the scope's
+	// snapshot could not hold them (SnapshotSizeLimitReached), sorted by scope and route.
+	SizeRefusals []SizeRefusal
+	// RouteBytes over-estimates, for every scope (keyed as SizeRefusal.Scope) and namespace,
+	// the encoded bytes the accepted routes of the namespace take of the scope's snapshot.
+	RouteBytes map[types.NamespacedName]map[string]int64
 }
 
 // Build resolves the cluster state into a Graph. It never fails: a user's mistake becomes a
@@ -124,6 +137,7 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 		ls.finish()
 	}
 	allocateSharedPorts(g.Gateways, b.cs.Services, b.opts.Namespace, b.opts.MaxSharedPortsPerNamespace)
+	g.SizeRefusals = boundScopeSizes(g, b.opts.MaxRouteBytesPerNamespace)
 	g.BackendTLSPolicies = b.buildBackendTLSPolicies()
 	g.Clusters = b.buildClusters()
 	recordAncestors(g.Gateways, g.BackendTLSPolicies, b.cs.Services)

@@ -59,6 +59,8 @@ type Pipeline struct {
 	// scopeHook, when set, runs at the start of every scope's compile, inside the boundary
 	// that turns a panic into that scope's failure (tests make scopes fail with it).
 	scopeHook func(cache.Scope)
+	// graphHook, when set, is given every graph a rebuild builds (tests read it).
+	graphHook func(*graph.Graph)
 	// status writes status in the background once RunStatus runs; until then Rebuild writes it
 	// itself.
 	status atomic.Pointer[statusLoop]
@@ -127,6 +129,9 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	changes := p.inc.prepare(in.State, opts)
 	opts.Routes = p.inc.routes
 	g := graph.Build(in.State, opts)
+	if p.graphHook != nil {
+		p.graphHook(g)
+	}
 	span.SetAttributes(attribute.Int("coxswain.gateways", len(g.Gateways)))
 	span.End()
 	_, span = phase(ctx, "compile")
@@ -135,6 +140,7 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	span.SetAttributes(attribute.Int("coxswain.scopes", len(encoded)), attribute.Int("coxswain.scopes_failed", len(failed)))
 	span.End()
 	p.Metrics.observeFailures(failed)
+	p.Metrics.observeScopes(p.inc.sizes, g.SizeRefusals)
 	_, span = phase(ctx, "authority")
 	authorityChanged := p.Authority.Update(g)
 	span.End()

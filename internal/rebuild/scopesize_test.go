@@ -1,0 +1,279 @@
+package rebuild
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
+	"coxswain.dev/coxswain/discovery/server/cache"
+	"coxswain.dev/coxswain/internal/graph"
+	"coxswain.dev/coxswain/internal/graph/conditions"
+	"coxswain.dev/coxswain/internal/scopeauth"
+)
+
+// bigRouteWorld is a shared pool Gateway with listeners HTTP listeners (one hostname each, so a
+// route without hostnames attaches to every one) and, in namespaces, one route each of about
+// kib KiB of header values, created a second apart in the order given, the i-th named r<i>.
+func bigRouteWorld(listeners, kib int, namespaces ...string) string {
+	var b strings.Builder
+	b.WriteString(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: coxswain}
+spec: {controllerName: coxswain.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: shared, namespace: infra}
+spec:
+  gatewayClassName: coxswain
+  listeners:
+`)
+	for i := range listeners {
+		fmt.Fprintf(&b, "  - {name: l%d, port: 80, protocol: HTTP, hostname: h%d.example.com, allowedRoutes: {namespaces: {from: All}}}\n", i, i)
+	}
+	value := strings.Repeat("v", 4000)
+	for i, ns := range namespaces {
+		fmt.Fprintf(&b, `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r%d, namespace: %s, creationTimestamp: "2026-01-01T00:00:%02dZ"}
+spec:
+  parentRefs: [{name: shared, namespace: infra}]
+  rules:
+`, i, ns, i)
+		// Each rule sets 16 headers of 4,000 bytes: 64,000 bytes a rule.
+		for range kib / 64 {
+			b.WriteString("  - filters:\n    - type: RequestHeaderModifier\n      requestHeaderModifier:\n        set:\n")
+			for h := range 16 {
+				fmt.Fprintf(&b, "        - {name: x-h%d, value: %s}\n", h, value)
+			}
+		}
+	}
+	return b.String()
+}
+
+// Tests that two routes of about 1 MiB on a shared Gateway with 64 listeners (a route is
+// copied into the route set of every listener it attaches to) never make the shared pool's
+// published snapshot larger than a stream may send.
+func TestPipelineNeverPublishesASnapshotAboveTheMessageCap(t *testing.T) {
+	t.Parallel()
+	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }}
+	if _, err := p.Rebuild(context.Background(), input(t, bigRouteWorld(64, 1024, "tenant-a", "tenant-b"))); err != nil {
+		t.Fatal(err)
+	}
+	snap := p.Cache.Get(cache.SharedPool())
+	if snap == nil {
+		t.Fatal("no shared pool snapshot published")
+	}
+	if snap.EncodedSize() > discoveryv1.MaxServerMessageBytes {
+		t.Fatalf("published a shared pool snapshot of %d bytes, above the %d a stream may send", snap.EncodedSize(), discoveryv1.MaxServerMessageBytes)
+	}
+}
+
+// Tests that what the graph counts of each namespace's routes in each scope (every copy, with
+// its route set) is never less than what the encoded snapshot holds of them: the graph's
+// limits must hold on the bytes the streams send. Every graph golden input is tried, and a
+// world of large routes on many listeners.
+func TestGraphCountsNoLessThanTheSnapshotHoldsOfEachNamespace(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../graph/testdata/*.in.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no graph inputs: %v", err)
+	}
+	worlds := map[string]string{"large routes": bigRouteWorld(8, 128, "tenant-a", "tenant-b")}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worlds[filepath.Base(f)] = string(b)
+	}
+	for name, world := range worlds {
+		p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }}
+		var g *graph.Graph
+		p.graphHook = func(built *graph.Graph) { g = built }
+		res, err := p.Rebuild(context.Background(), input(t, world))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, scope := range res.Scopes {
+			counted := g.RouteBytes[graphScope(scope)]
+			for ns, held := range namespaceBytes(t, p.Cache.Get(scope)) {
+				if held > counted[ns] {
+					t.Errorf("%s: %s holds %d bytes of namespace %s's routes, the graph counted %d", name, scope, held, ns, counted[ns])
+				}
+			}
+		}
+	}
+}
+
+func graphScope(s cache.Scope) types.NamespacedName {
+	if s.Kind == cache.KindGateway {
+		return types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	}
+	return types.NamespacedName{}
+}
+
+// namespaceBytes returns, for every namespace with routes in snap, the bytes its routes take of
+// the full snapshot's encoding: each of its routes, and the whole of every route set holding
+// one of them but its other routes.
+func namespaceBytes(t *testing.T, snap *cache.Snapshot) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, r := range snap.Resources() {
+		if !strings.HasPrefix(r.GetKey(), discoveryv1.RouteSetKeyPrefix) {
+			continue
+		}
+		set := &discoveryv1.RouteSet{}
+		if err := r.GetPayload().UnmarshalTo(set); err != nil {
+			t.Fatal(err)
+		}
+		// The resource as a field of the snapshot: its tag and length with it.
+		whole := int64(protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(r)))
+		routes := map[string]int64{}
+		var all int64
+		for _, route := range set.GetRoutes() {
+			id := route.GetName()
+			if _, rest, ok := strings.Cut(id, ":"); ok {
+				id = rest
+			}
+			ns, _, _ := strings.Cut(id, "/")
+			n := int64(protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(route)))
+			routes[ns] += n
+			all += n
+		}
+		for ns, n := range routes {
+			out[ns] += n + whole - all
+		}
+	}
+	return out
+}
+
+// sizeRefused returns, for every route of g, whether a parent of it is refused with
+// SnapshotSizeLimitReached, and the message of the last one.
+func sizeRefused(t *testing.T, g *graph.Graph) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, r := range g.HTTPRoutes {
+		for _, p := range r.Parents {
+			if c := conditions.Find(p.Conditions, string(gwapiv1.RouteConditionAccepted)); c != nil && c.Reason == conditions.ReasonSnapshotSizeLimitReached {
+				if p.Accepted || c.Status != metav1.ConditionFalse {
+					t.Fatalf("route %s: parent accepted %v with %+v", r.Key(), p.Accepted, c)
+				}
+				out[r.Key().String()] = c.Message
+			}
+		}
+	}
+	return out
+}
+
+// routesServed returns the routes (namespace/name) the route sets of snap hold.
+func routesServed(t *testing.T, snap *cache.Snapshot) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range snap.Resources() {
+		if !strings.HasPrefix(r.GetKey(), discoveryv1.RouteSetKeyPrefix) {
+			continue
+		}
+		set := &discoveryv1.RouteSet{}
+		if err := r.GetPayload().UnmarshalTo(set); err != nil {
+			t.Fatal(err)
+		}
+		for _, route := range set.GetRoutes() {
+			parts := strings.SplitN(route.GetName(), "/", 3)
+			seen[parts[0]+"/"+parts[1]] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// Tests that the routes of one namespace take at most their share of a scope's snapshot, every
+// copy counted: its older routes are served, the one beyond the share is not accepted with
+// SnapshotSizeLimitReached and leaves the listeners' attached routes, other namespaces are not
+// affected, and the refused route is served again once an older one leaves room.
+func TestRoutesOfANamespaceTakeAtMostTheirShareOfAScope(t *testing.T) {
+	t.Parallel()
+	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }}
+	var g *graph.Graph
+	p.graphHook = func(built *graph.Graph) { g = built }
+	// Each route takes about 4.1 MB of the snapshot (64 copies of 64 kB): two fit in a
+	// namespace's 8 MiB, not three.
+	in := input(t, bigRouteWorld(64, 64, "tenant-a", "tenant-a", "tenant-a", "tenant-b"))
+	if _, err := p.Rebuild(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	refused := sizeRefused(t, g)
+	if _, ok := refused["tenant-a/r2"]; !ok || len(refused) != 1 {
+		t.Fatalf("routes refused for size: %v, want tenant-a/r2 only", refused)
+	}
+	if msg := refused["tenant-a/r2"]; !strings.Contains(msg, "namespace tenant-a") || !strings.Contains(msg, "the shared pool") {
+		t.Errorf("refusal message %q does not say which namespace and scope", msg)
+	}
+	for _, l := range g.Gateways[0].Listeners {
+		if l.AttachedRoutes() != 3 {
+			t.Fatalf("listener %s has %d attached routes, want 3", l.Name, l.AttachedRoutes())
+		}
+	}
+	want := []string{"tenant-a/r0", "tenant-a/r1", "tenant-b/r3"}
+	if diff := cmp.Diff(want, routesServed(t, p.Cache.Get(cache.SharedPool()))); diff != "" {
+		t.Fatalf("routes served (-want +got):\n%s", diff)
+	}
+
+	// The oldest route goes: the refused one fits, and the incremental rebuild serves it.
+	delete(in.State.HTTPRoutes, types.NamespacedName{Namespace: "tenant-a", Name: "r0"})
+	if _, err := p.Rebuild(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if refused := sizeRefused(t, g); len(refused) != 0 {
+		t.Fatalf("routes still refused for size: %v", refused)
+	}
+	want = []string{"tenant-a/r1", "tenant-a/r2", "tenant-b/r3"}
+	if diff := cmp.Diff(want, routesServed(t, p.Cache.Get(cache.SharedPool()))); diff != "" {
+		t.Fatalf("routes served once room was made (-want +got):\n%s", diff)
+	}
+}
+
+// Tests that the routes of every namespace together take at most what one snapshot may hold of
+// routes: many tenants within their shares cannot make the shared pool's snapshot unsendable
+// either; the newest route is the one refused.
+func TestRoutesOfAllNamespacesTakeAtMostWhatAScopeHolds(t *testing.T) {
+	t.Parallel()
+	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }}
+	var g *graph.Graph
+	p.graphHook = func(built *graph.Graph) { g = built }
+	var namespaces []string
+	for i := range 13 { // 13 routes of 4.1 MB: 12 fit in 48 MiB
+		namespaces = append(namespaces, fmt.Sprintf("tenant-%02d", i))
+	}
+	if _, err := p.Rebuild(context.Background(), input(t, bigRouteWorld(64, 64, namespaces...))); err != nil {
+		t.Fatal(err)
+	}
+	refused := sizeRefused(t, g)
+	msg, ok := refused["tenant-12/r12"]
+	if !ok || len(refused) != 1 {
+		t.Fatalf("routes refused for size: %v, want tenant-12/r12 only", refused)
+	}
+	if !strings.Contains(msg, "one snapshot may hold") {
+		t.Errorf("refusal message %q does not say the scope is full", msg)
+	}
+	if got := len(routesServed(t, p.Cache.Get(cache.SharedPool()))); got != 12 {
+		t.Errorf("%d routes served, want 12", got)
+	}
+	if size := p.Cache.Get(cache.SharedPool()).EncodedSize(); size > discoveryv1.MaxSnapshotBytes {
+		t.Errorf("published a snapshot of %d bytes", size)
+	}
+}
