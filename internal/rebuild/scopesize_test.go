@@ -2,17 +2,27 @@ package rebuild
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"maps"
+	"math/big"
 	"os"
-	"slices"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwapiv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -275,5 +285,106 @@ func TestRoutesOfAllNamespacesTakeAtMostWhatAScopeHolds(t *testing.T) {
 	}
 	if size := p.Cache.Get(cache.SharedPool()).EncodedSize(); size > discoveryv1.MaxSnapshotBytes {
 		t.Errorf("published a snapshot of %d bytes", size)
+	}
+}
+
+// certWorld is a shared pool Gateway with listeners HTTPS listeners, each with a certificate
+// Secret of its own whose chain carries padding bytes after a valid leaf.
+func certWorld(t *testing.T, listeners, padding int) Input {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{"*.example.com"}, NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: make([]byte, padding)})...)
+	pk := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+	var b strings.Builder
+	b.WriteString(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: coxswain}
+spec: {controllerName: coxswain.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: shared, namespace: infra}
+spec:
+  gatewayClassName: coxswain
+  listeners:
+`)
+	for i := range listeners {
+		fmt.Fprintf(&b, "  - {name: l%d, port: 443, protocol: HTTPS, hostname: h%d.example.com, tls: {certificateRefs: [{name: c%d}]}}\n", i, i, i)
+	}
+	in := input(t, b.String())
+	for i := range listeners {
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: fmt.Sprintf("c%d", i)},
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{corev1.TLSCertKey: chain, corev1.TLSPrivateKeyKey: pk},
+		}
+		in.State.Secrets[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
+	}
+	return in
+}
+
+// Tests that a scope whose snapshot would be larger than a stream may send, whatever makes it
+// so (here 70 certificates of 1 MB), keeps the last snapshot it published, fails with
+// ErrSnapshotTooLarge, and is measured: its size above the limit, and the snapshot counted as
+// too large.
+func TestAScopeTooLargeToSendKeepsItsLastSnapshot(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }, Metrics: m}
+	if _, err := p.Rebuild(context.Background(), certWorld(t, 70, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	good := p.Cache.Get(cache.SharedPool())
+	if good == nil {
+		t.Fatal("no shared pool snapshot published")
+	}
+	res, err := p.Rebuild(context.Background(), certWorld(t, 70, 1_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 1 || !errors.Is(res.Failed[0].Err, ErrSnapshotTooLarge) || res.Failed[0].Scope != cache.SharedPool() {
+		t.Fatalf("failed scopes %+v, want the shared pool with ErrSnapshotTooLarge", res.Failed)
+	}
+	if got := p.Cache.Get(cache.SharedPool()); got.Version() != good.Version() {
+		t.Fatalf("the shared pool publishes version %s of %d bytes, want its last good %s", got.Version(), got.EncodedSize(), good.Version())
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size, limit, tooLarge float64
+	for _, f := range families {
+		switch f.GetName() {
+		case "coxswain_rebuild_scope_snapshot_bytes":
+			size = f.GetMetric()[0].GetGauge().GetValue()
+		case "coxswain_rebuild_snapshot_limit_bytes":
+			limit = f.GetMetric()[0].GetGauge().GetValue()
+		case "coxswain_rebuild_snapshots_too_large_total":
+			tooLarge = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if tooLarge != 1 {
+		t.Errorf("snapshots too large counted %v, want 1", tooLarge)
+	}
+	if limit != discoveryv1.MaxSnapshotBytes || size <= limit {
+		t.Errorf("scope snapshot measured %v bytes against a limit of %v, want above %d", size, limit, discoveryv1.MaxSnapshotBytes)
 	}
 }
