@@ -118,7 +118,7 @@ func refusalScope(r graph.SizeRefusal) cache.Scope {
 
 // scopeCollector reports, when scraped, the encoded size of every scope's latest snapshot
 // against the most a published snapshot may take, and the routes refused on each scope for its
-// size, so that a scope that is gone leaves no series behind.
+// size (zero for a scope without any), so that a scope that is gone leaves no series behind.
 type scopeCollector struct {
 	size, limit, refused *prometheus.Desc
 
@@ -159,9 +159,12 @@ func (c *scopeCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	for scope, size := range c.sizes {
 		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(size), scope.String())
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, float64(c.refusal[scope]), scope.String())
 	}
 	for scope, n := range c.refusal {
-		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, float64(n), scope.String())
+		if _, ok := c.sizes[scope]; !ok {
+			ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, float64(n), scope.String())
+		}
 	}
 }
 
