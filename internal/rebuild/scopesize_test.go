@@ -44,33 +44,49 @@ apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: coxswain}
 spec: {controllerName: coxswain.dev/gateway-controller}
----
+`)
+	b.WriteString(sharedGateway("shared", listeners))
+	for i, ns := range namespaces {
+		b.WriteString(bigRoute(ns, fmt.Sprintf("r%d", i), "shared", i, kib/64))
+	}
+	return b.String()
+}
+
+// sharedGateway is a shared pool Gateway in namespace infra with listeners HTTP listeners on
+// port 80, one hostname each, that allow routes from every namespace.
+func sharedGateway(name string, listeners int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
-metadata: {name: shared, namespace: infra}
+metadata: {name: %s, namespace: infra}
 spec:
   gatewayClassName: coxswain
   listeners:
-`)
+`, name)
 	for i := range listeners {
-		fmt.Fprintf(&b, "  - {name: l%d, port: 80, protocol: HTTP, hostname: h%d.example.com, allowedRoutes: {namespaces: {from: All}}}\n", i, i)
+		fmt.Fprintf(&b, "  - {name: l%d, port: 80, protocol: HTTP, hostname: %s-h%d.example.com, allowedRoutes: {namespaces: {from: All}}}\n", i, name, i)
 	}
-	value := strings.Repeat("v", 4000)
-	for i, ns := range namespaces {
-		fmt.Fprintf(&b, `---
+	return b.String()
+}
+
+// bigRoute is an HTTPRoute on Gateway infra/gateway created second seconds into 2026 with rules
+// rules, each setting 16 headers of 4,000 bytes (64,000 bytes a rule).
+func bigRoute(ns, name, gateway string, second, rules int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
-metadata: {name: r%d, namespace: %s, creationTimestamp: "2026-01-01T00:00:%02dZ"}
+metadata: {name: %s, namespace: %s, creationTimestamp: "2026-01-01T00:00:%02dZ"}
 spec:
-  parentRefs: [{name: shared, namespace: infra}]
+  parentRefs: [{name: %s, namespace: infra}]
   rules:
-`, i, ns, i)
-		// Each rule sets 16 headers of 4,000 bytes: 64,000 bytes a rule.
-		for range kib / 64 {
-			b.WriteString("  - filters:\n    - type: RequestHeaderModifier\n      requestHeaderModifier:\n        set:\n")
-			for h := range 16 {
-				fmt.Fprintf(&b, "        - {name: x-h%d, value: %s}\n", h, value)
-			}
+`, name, ns, second, gateway)
+	value := strings.Repeat("v", 4000)
+	for range rules {
+		b.WriteString("  - filters:\n    - type: RequestHeaderModifier\n      requestHeaderModifier:\n        set:\n")
+		for h := range 16 {
+			fmt.Fprintf(&b, "        - {name: x-h%d, value: %s}\n", h, value)
 		}
 	}
 	return b.String()
@@ -386,5 +402,45 @@ func TestAScopeTooLargeToSendKeepsItsLastSnapshot(t *testing.T) {
 	}
 	if limit != discoveryv1.MaxSnapshotBytes || size <= limit {
 		t.Errorf("scope snapshot measured %v bytes against a limit of %v, want above %d", size, limit, discoveryv1.MaxSnapshotBytes)
+	}
+}
+
+// Tests that an incremental rebuild serves what the size limits decide when a change elsewhere
+// in the scope swaps the routes of a listener: a large route on another Gateway shrinks, so an
+// older route refused before fits and pushes a newer one out, on listeners where no route
+// changed and as many routes attach as before.
+func TestAChangeElsewhereInTheScopeSwapsTheRoutesItRefuses(t *testing.T) {
+	t.Parallel()
+	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }}
+	p.Graph.MaxRouteBytesPerNamespace = 1 << 40 // only the scope's limit applies
+	world := func(xRules int) Input {
+		var b strings.Builder
+		b.WriteString(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: coxswain}
+spec: {controllerName: coxswain.dev/gateway-controller}
+`)
+		b.WriteString(sharedGateway("one", 64))
+		b.WriteString(sharedGateway("two", 64))
+		// 64 copies of a rule take about 4.1 MB; the scope's routes may take 50.3 MB.
+		b.WriteString(bigRoute("tenant-x", "x", "two", 0, xRules))
+		b.WriteString(bigRoute("tenant-a", "a", "one", 1, 5))
+		b.WriteString(bigRoute("tenant-b", "b", "one", 2, 1))
+		return input(t, b.String())
+	}
+	// x takes 41 MB: a (20.5 MB) does not fit, b (4.1 MB) does.
+	if _, err := p.Rebuild(context.Background(), world(10)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"tenant-b/b", "tenant-x/x"}, routesServed(t, p.Cache.Get(cache.SharedPool()))); diff != "" {
+		t.Fatalf("routes served (-want +got):\n%s", diff)
+	}
+	// x shrinks to 28.7 MB: a fits, and b no longer does.
+	if _, err := p.Rebuild(context.Background(), world(7)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"tenant-a/a", "tenant-x/x"}, routesServed(t, p.Cache.Get(cache.SharedPool()))); diff != "" {
+		t.Fatalf("routes served after x shrank (-want +got):\n%s", diff)
 	}
 }
