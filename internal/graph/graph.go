@@ -104,9 +104,6 @@ type Graph struct {
 	// SizeRefusals are the routes refused on the Gateways of a scope because the scope's
 	// snapshot could not hold them (SnapshotSizeLimitReached), sorted by scope and route.
 	SizeRefusals []SizeRefusal
-	// RouteBytes over-estimates, for every scope (keyed as SizeRefusal.Scope) and namespace,
-	// the encoded bytes the accepted routes of the namespace take of the scope's snapshot.
-	RouteBytes map[types.NamespacedName]map[string]int64
 }
 
 // Build resolves the cluster state into a Graph. It never fails: a user's mistake becomes a

@@ -49,23 +49,33 @@ type scopeRoute struct {
 // many listeners can make a snapshot larger than a stream may send, and then no proxy of the
 // scope gets any change. For each scope, the routes of each namespace take at most perNamespace
 // encoded bytes together and the routes of all namespaces at most
-// discoveryv1.MaxScopeRouteBytes, every copy counted (routeCopyBytes over-estimates a copy's
+// discoveryv1.MaxScopeRouteBytes, every copy counted (attachmentBytes over-estimates a copy's
 // encoding); the older routes come first, as with every other limit, and the route that does
 // not fit is refused on that scope's Gateways (SnapshotSizeLimitReached) and detached from their
-// listeners. g.RouteBytes gets what the accepted routes of each namespace take of each scope.
-// A refused route is replaced in the graph by a copy with its parents' new
+// listeners. A refused route is replaced in the graph by a copy with its parents' new
 // conditions: a RouteMemo's routes are shared with later Builds. It returns the refusals,
 // sorted.
 func boundScopeSizes(g *Graph, perNamespace int64) []SizeRefusal {
-	usage, order := scopeUsage(g.Gateways)
+	totals, order := scopeTotals(g.Gateways)
+	var full []types.NamespacedName
+	for _, scope := range order {
+		switch {
+		case totals[scope] <= min(perNamespace, discoveryv1.MaxScopeRouteBytes):
+			// The usual case: every route fits, and no namespace need be looked at alone.
+		case totals[scope] > discoveryv1.MaxScopeRouteBytes || anyAbove(namespaceShares(g.Gateways, scope), perNamespace):
+			full = append(full, scope)
+		}
+	}
+	if len(full) == 0 {
+		return nil
+	}
+	usage := scopeUsage(g.Gateways, full)
 	refused := map[*HTTPRoute]map[types.NamespacedName]string{}
 	var out []SizeRefusal
-	g.RouteBytes = make(map[types.NamespacedName]map[string]int64, len(order))
-	for _, scope := range order {
+	for _, scope := range full {
 		routes := usage[scope]
 		slices.SortFunc(routes, func(a, b scopeRoute) int { return compareAge(a.route, b.route) })
 		taken := map[string]int64{}
-		g.RouteBytes[scope] = taken
 		var total int64
 		for _, sr := range routes {
 			ns := sr.route.Source.Namespace
@@ -89,9 +99,6 @@ func boundScopeSizes(g *Graph, perNamespace int64) []SizeRefusal {
 			out = append(out, SizeRefusal{Scope: scope, Route: sr.route.ID()})
 		}
 	}
-	if len(refused) == 0 {
-		return nil
-	}
 	detachRefused(g.Gateways, refused)
 	for _, list := range [][]*HTTPRoute{g.HTTPRoutes, g.GRPCRoutes, g.TLSRoutes, g.TCPRoutes, g.UDPRoutes} {
 		for i, r := range list {
@@ -106,21 +113,99 @@ func boundScopeSizes(g *Graph, perNamespace int64) []SizeRefusal {
 	return out
 }
 
-// scopeUsage adds up, per scope and route, what the route's copies on the programmed listeners
-// of the scope's accepted Gateways take: what the snapshot compiler makes of them. It returns
-// the scopes in the order of their first Gateway.
-func scopeUsage(gateways []*Gateway) (map[types.NamespacedName][]scopeRoute, []types.NamespacedName) {
-	usage := map[types.NamespacedName][]scopeRoute{}
-	index := map[types.NamespacedName]map[*HTTPRoute]int{}
+// anyAbove reports whether a namespace's share is above limit.
+func anyAbove(shares map[string]int64, limit int64) bool {
+	for _, n := range shares {
+		if n > limit {
+			return true
+		}
+	}
+	return false
+}
+
+// scopeTotals adds up, per scope, what the copies of the routes on the programmed listeners of
+// the scope's accepted Gateways take (see attachmentBytes). It returns the scopes in the order
+// of their first Gateway.
+func scopeTotals(gateways []*Gateway) (map[types.NamespacedName]int64, []types.NamespacedName) {
+	totals := map[types.NamespacedName]int64{}
 	var order []types.NamespacedName
 	for _, gw := range gateways {
 		if !gw.Accepted {
 			continue
 		}
 		scope := scopeKey(gw)
-		if _, ok := index[scope]; !ok {
-			index[scope] = map[*HTTPRoute]int{}
+		if _, ok := totals[scope]; !ok {
 			order = append(order, scope)
+		}
+		var total int64
+		for _, l := range gw.AllListeners() {
+			if l.Programmed() {
+				for _, a := range l.Routes {
+					total += attachmentBytes(gw, l, a)
+				}
+			}
+		}
+		totals[scope] += total
+	}
+	return totals, order
+}
+
+// namespaceShares adds up, per namespace, what the copies of its routes on the programmed
+// listeners of the accepted Gateways of scope take. A listener's routes are in namespace/name
+// order, so a namespace's are added up before its share is looked up.
+func namespaceShares(gateways []*Gateway, scope types.NamespacedName) map[string]int64 {
+	shares := map[string]int64{}
+	for _, gw := range gateways {
+		if !gw.Accepted || scopeKey(gw) != scope {
+			continue
+		}
+		var ns string
+		var run int64
+		for _, l := range gw.AllListeners() {
+			if !l.Programmed() {
+				continue
+			}
+			for _, a := range l.Routes {
+				if a.Route.Source.Namespace != ns {
+					if run > 0 {
+						shares[ns] += run
+					}
+					ns, run = a.Route.Source.Namespace, 0
+				}
+				run += attachmentBytes(gw, l, a)
+			}
+		}
+		if run > 0 {
+			shares[ns] += run
+		}
+	}
+	return shares
+}
+
+// RouteBytes over-estimates, for every scope (keyed as SizeRefusal.Scope) and namespace, the
+// encoded bytes the copies of the namespace's accepted routes take of the scope's snapshot: what
+// the size limits judge.
+func (g *Graph) RouteBytes() map[types.NamespacedName]map[string]int64 {
+	_, order := scopeTotals(g.Gateways)
+	out := make(map[types.NamespacedName]map[string]int64, len(order))
+	for _, scope := range order {
+		out[scope] = namespaceShares(g.Gateways, scope)
+	}
+	return out
+}
+
+// scopeUsage adds up, per scope of scopes and route, what the route's copies on the programmed
+// listeners of the scope's accepted Gateways take.
+func scopeUsage(gateways []*Gateway, scopes []types.NamespacedName) map[types.NamespacedName][]scopeRoute {
+	usage := make(map[types.NamespacedName][]scopeRoute, len(scopes))
+	index := make(map[types.NamespacedName]map[*HTTPRoute]int, len(scopes))
+	for _, scope := range scopes {
+		index[scope] = map[*HTTPRoute]int{}
+	}
+	for _, gw := range gateways {
+		scope := scopeKey(gw)
+		if !gw.Accepted || index[scope] == nil {
+			continue
 		}
 		for _, l := range gw.AllListeners() {
 			if !l.Programmed() {
@@ -137,7 +222,7 @@ func scopeUsage(gateways []*Gateway) (map[types.NamespacedName][]scopeRoute, []t
 			}
 		}
 	}
-	return usage, order
+	return usage
 }
 
 // compareAge orders routes as the spec orders conflicting ones: creation time, then kind and

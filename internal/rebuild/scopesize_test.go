@@ -137,7 +137,7 @@ func TestGraphCountsNoLessThanTheSnapshotHoldsOfEachNamespace(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		for _, scope := range res.Scopes {
-			counted := g.RouteBytes[graphScope(scope)]
+			counted := g.RouteBytes()[graphScope(scope)]
 			for ns, held := range namespaceBytes(t, p.Cache.Get(scope)) {
 				if held > counted[ns] {
 					t.Errorf("%s: %s holds %d bytes of namespace %s's routes, the graph counted %d", name, scope, held, ns, counted[ns])
