@@ -265,8 +265,11 @@ func refuseParents(r *HTTPRoute, scopes map[types.NamespacedName]string) *HTTPRo
 	cp.Parents = make([]*Parent, len(r.Parents))
 	for i, p := range r.Parents {
 		cp.Parents[i] = p
+		if !p.Accepted || p.Gateway == nil {
+			continue
+		}
 		msg := scopes[scopeKey(p.Gateway)]
-		if !p.Accepted || msg == "" {
+		if msg == "" {
 			continue
 		}
 		refused := *p
