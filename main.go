@@ -305,6 +305,7 @@ func newPipeline(mgr ctrl.Manager, o *options, store *settings.Store, snapshots 
 			s := store.Get()
 			return s.MaxSharedGatewaysPerNamespace, s.MaxSharedPortsPerNamespace
 		},
+		MaxRouteBytesPerNamespace: func() int64 { return store.Get().MaxRouteBytesPerNamespace },
 		TrustAnyEndpointSlice: func() bool {
 			return store.Get().EndpointSlices == v1alpha1.EndpointSliceTrustAny
 		},

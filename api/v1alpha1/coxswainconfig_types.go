@@ -49,6 +49,24 @@ type CoxswainConfigSpec struct {
 	// Backends says which endpoints of the Services that routes name may receive traffic.
 	// +optional
 	Backends *BackendsSpec `json:"backends,omitempty"`
+
+	// Snapshots bounds what the routes of one namespace take of the routing snapshot of a scope
+	// (the shared pool, or a dedicated Gateway's proxies), which must fit in one stream message.
+	// +optional
+	Snapshots *SnapshotsSpec `json:"snapshots,omitempty"`
+}
+
+// SnapshotsSpec bounds the routes' share of a scope's routing snapshot.
+type SnapshotsSpec struct {
+	// MaxRouteBytesPerNamespace caps the encoded bytes the routes of one namespace take of one
+	// scope's snapshot, every copy counted (a route is copied for each listener and hostname it
+	// attaches to): the oldest routes are served, a route beyond it is Accepted=False with
+	// reason SnapshotSizeLimitReached on that scope's Gateways. The routes of all namespaces
+	// take at most 48 MiB of a snapshot whatever this says. Default 8388608 (8 MiB).
+	// +optional
+	// +kubebuilder:validation:Minimum=65536
+	// +kubebuilder:validation:Maximum=50331648
+	MaxRouteBytesPerNamespace *int64 `json:"maxRouteBytesPerNamespace,omitempty"`
 }
 
 // EndpointSliceTrust says which EndpointSlices' endpoints a Service's traffic may reach.
@@ -358,6 +376,8 @@ type EffectiveSettings struct {
 	MaxSharedPortsPerNamespace int32 `json:"maxSharedPortsPerNamespace,omitempty"`
 	// +optional
 	EndpointSlices EndpointSliceTrust `json:"endpointSlices,omitempty"`
+	// +optional
+	MaxRouteBytesPerNamespace int64 `json:"maxRouteBytesPerNamespace,omitempty"`
 }
 
 // CoxswainConfigStatus is the observed state of a CoxswainConfig.

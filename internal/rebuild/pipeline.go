@@ -43,6 +43,9 @@ type Pipeline struct {
 	// MaxSharedGatewaysPerNamespace and MaxSharedPortsPerNamespace (the CoxswainConfig's
 	// sharedPool).
 	SharedPoolLimits func() (gateways, ports int32)
+	// MaxRouteBytesPerNamespace, when set, is asked at every rebuild for Graph's
+	// MaxRouteBytesPerNamespace (the CoxswainConfig's snapshots).
+	MaxRouteBytesPerNamespace func() int64
 	// TrustAnyEndpointSlice, when set, is asked at every rebuild for Graph's
 	// TrustAnyEndpointSlice (the CoxswainConfig's backends.endpointSlices is Any).
 	TrustAnyEndpointSlice func() bool
@@ -124,6 +127,9 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	}
 	if p.SharedPoolLimits != nil {
 		opts.MaxSharedGatewaysPerNamespace, opts.MaxSharedPortsPerNamespace = p.SharedPoolLimits()
+	}
+	if p.MaxRouteBytesPerNamespace != nil {
+		opts.MaxRouteBytesPerNamespace = p.MaxRouteBytesPerNamespace()
 	}
 	_, span := phase(ctx, "graph")
 	changes := p.inc.prepare(in.State, opts)

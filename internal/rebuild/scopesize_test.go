@@ -444,3 +444,33 @@ spec: {controllerName: coxswain.dev/gateway-controller}
 		t.Fatalf("routes served after x shrank (-want +got):\n%s", diff)
 	}
 }
+
+// Tests that the namespace's share the pipeline is given at each rebuild (the CoxswainConfig's
+// snapshots.maxRouteBytesPerNamespace) is the one the graph applies.
+func TestPipelineTakesTheNamespaceShareFromItsSettings(t *testing.T) {
+	t.Parallel()
+	share := int64(8 << 20)
+	p := &Pipeline{
+		Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false },
+		MaxRouteBytesPerNamespace: func() int64 { return share },
+	}
+	var g *graph.Graph
+	p.graphHook = func(built *graph.Graph) { g = built }
+	in := input(t, bigRouteWorld(2, 64, "tenant-a")) // about 130 kB counted
+	if _, err := p.Rebuild(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if refused := sizeRefused(t, g); len(refused) != 0 {
+		t.Fatalf("refused %v under an 8 MiB share", refused)
+	}
+	share = 64 << 10
+	if _, err := p.Rebuild(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sizeRefused(t, g)["tenant-a/r0"]; !ok {
+		t.Fatal("the route is served beyond a 64 KiB share")
+	}
+	if got := routesServed(t, p.Cache.Get(cache.SharedPool())); len(got) != 0 {
+		t.Errorf("routes served %v, want none", got)
+	}
+}

@@ -22,6 +22,9 @@ func Resolve(base Settings, spec *v1alpha1.CoxswainConfigSpec) (Settings, error)
 	if spec != nil && spec.SharedPool != nil {
 		overlaySharedPool(&s, spec.SharedPool)
 	}
+	if spec != nil && spec.Snapshots != nil {
+		setIf(&s.MaxRouteBytesPerNamespace, spec.Snapshots.MaxRouteBytesPerNamespace)
+	}
 	if spec != nil && spec.Backends != nil {
 		setIf(&s.EndpointSlices, spec.Backends.EndpointSlices)
 	}
@@ -90,6 +93,7 @@ func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 	return &v1alpha1.EffectiveSettings{
 		MaxSharedGatewaysPerNamespace: s.MaxSharedGatewaysPerNamespace,
 		MaxSharedPortsPerNamespace:    s.MaxSharedPortsPerNamespace,
+		MaxRouteBytesPerNamespace:     s.MaxRouteBytesPerNamespace,
 
 		CAMode:                s.CAMode,
 		CASecretName:          s.CASecretName,
