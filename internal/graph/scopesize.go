@@ -73,31 +73,7 @@ func boundScopeSizes(g *Graph, perNamespace int64) []SizeRefusal {
 	refused := map[*HTTPRoute]map[types.NamespacedName]string{}
 	var out []SizeRefusal
 	for _, scope := range full {
-		routes := usage[scope]
-		slices.SortFunc(routes, func(a, b scopeRoute) int { return compareAge(a.route, b.route) })
-		taken := map[string]int64{}
-		var total int64
-		for _, sr := range routes {
-			ns := sr.route.Source.Namespace
-			var msg string
-			switch {
-			case taken[ns]+sr.bytes > perNamespace:
-				msg = fmt.Sprintf("Not served by %s: the routes of namespace %s would take %d bytes of its snapshot with this one's %d, more than the %d one namespace may take; older routes come first",
-					scopeName(scope), ns, taken[ns]+sr.bytes, sr.bytes, perNamespace)
-			case total+sr.bytes > discoveryv1.MaxScopeRouteBytes:
-				msg = fmt.Sprintf("Not served by %s: its routes would take %d bytes of its snapshot with this one's %d, more than the %d one snapshot may hold; older routes come first",
-					scopeName(scope), total+sr.bytes, sr.bytes, discoveryv1.MaxScopeRouteBytes)
-			default:
-				taken[ns] += sr.bytes
-				total += sr.bytes
-				continue
-			}
-			if refused[sr.route] == nil {
-				refused[sr.route] = map[types.NamespacedName]string{}
-			}
-			refused[sr.route][scope] = msg
-			out = append(out, SizeRefusal{Scope: scope, Route: sr.route.ID()})
-		}
+		out = refuseBeyond(out, refused, scope, usage[scope], perNamespace)
 	}
 	detachRefused(g.Gateways, refused)
 	for _, list := range [][]*HTTPRoute{g.HTTPRoutes, g.GRPCRoutes, g.TLSRoutes, g.TCPRoutes, g.UDPRoutes} {
@@ -110,6 +86,37 @@ func boundScopeSizes(g *Graph, perNamespace int64) []SizeRefusal {
 	slices.SortFunc(out, func(a, b SizeRefusal) int {
 		return cmp.Or(compareKeys(a.Scope, b.Scope), cmp.Compare(a.Route, b.Route))
 	})
+	return out
+}
+
+// refuseBeyond takes the routes of scope oldest first, keeps those that fit in their
+// namespace's share and in what the scope's routes may take, and records the others in refused
+// with why, and in out.
+func refuseBeyond(out []SizeRefusal, refused map[*HTTPRoute]map[types.NamespacedName]string, scope types.NamespacedName, routes []scopeRoute, perNamespace int64) []SizeRefusal {
+	slices.SortFunc(routes, func(a, b scopeRoute) int { return compareAge(a.route, b.route) })
+	taken := map[string]int64{}
+	var total int64
+	for _, sr := range routes {
+		ns := sr.route.Source.Namespace
+		var msg string
+		switch {
+		case taken[ns]+sr.bytes > perNamespace:
+			msg = fmt.Sprintf("Not served by %s: the routes of namespace %s would take %d bytes of its snapshot with this one's %d, more than the %d one namespace may take; older routes come first",
+				scopeName(scope), ns, taken[ns]+sr.bytes, sr.bytes, perNamespace)
+		case total+sr.bytes > discoveryv1.MaxScopeRouteBytes:
+			msg = fmt.Sprintf("Not served by %s: its routes would take %d bytes of its snapshot with this one's %d, more than the %d one snapshot may hold; older routes come first",
+				scopeName(scope), total+sr.bytes, sr.bytes, discoveryv1.MaxScopeRouteBytes)
+		default:
+			taken[ns] += sr.bytes
+			total += sr.bytes
+			continue
+		}
+		if refused[sr.route] == nil {
+			refused[sr.route] = map[types.NamespacedName]string{}
+		}
+		refused[sr.route][scope] = msg
+		out = append(out, SizeRefusal{Scope: scope, Route: sr.route.ID()})
+	}
 	return out
 }
 
