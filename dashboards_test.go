@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+	"sigs.k8s.io/yaml"
 )
 
 // targetLabels are the labels Prometheus and the scrape objects of config/components/monitoring
@@ -47,29 +48,73 @@ func TestDashboardsUseRegisteredMetrics(t *testing.T) {
 				t.Fatal("no PromQL expression found")
 			}
 			for _, e := range exprs {
-				names, labels := promqlNames(e)
-				if len(names) == 0 {
-					t.Errorf("%q names no metric", e)
-				}
-				allowed := slices.Clone(targetLabels)
-				for _, n := range names {
-					f, ok := lookup(known, n)
-					if !ok {
-						t.Errorf("%q: no binary registers %s", e, n)
-						continue
-					}
-					allowed = append(allowed, f.labels...)
-					if f.kind == "histogram" && strings.HasSuffix(n, "_bucket") {
-						allowed = append(allowed, "le")
-					}
-				}
-				for _, l := range labels {
-					if !slices.Contains(allowed, l) {
-						t.Errorf("%q: label %s is on none of its metrics %v", e, l, names)
-					}
-				}
+				checkExpr(t, known, e)
 			}
 		})
+	}
+}
+
+// Tests that every alert expression of the PrometheusRule in config/components/monitoring (the
+// chart renders the same, TestChartRendersKustomizeObjects compares them) names only metrics
+// the operator or the proxy registers, with labels they carry.
+func TestAlertRulesUseRegisteredMetrics(t *testing.T) {
+	known := operatorFamilies(operatorMetrics(t))
+	for name, f := range proxyFamilies(t) {
+		known[name] = f
+	}
+	b, err := os.ReadFile(filepath.Join("config", "components", "monitoring", "controller_prometheusrule.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert string `json:"alert"`
+					Expr  string `json:"expr"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &rule); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range rule.Spec.Groups {
+		for _, r := range g.Rules {
+			t.Run(r.Alert, func(t *testing.T) { checkExpr(t, known, r.Expr) })
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no alert rule found")
+	}
+}
+
+// checkExpr fails t unless every metric e names is known, and every label it uses is on one of
+// its metrics or one Prometheus adds.
+func checkExpr(t *testing.T, known map[string]family, e string) {
+	t.Helper()
+	names, labels := promqlNames(e)
+	if len(names) == 0 {
+		t.Errorf("%q names no metric", e)
+	}
+	allowed := slices.Clone(targetLabels)
+	for _, n := range names {
+		f, ok := lookup(known, n)
+		if !ok {
+			t.Errorf("%q: no binary registers %s", e, n)
+			continue
+		}
+		allowed = append(allowed, f.labels...)
+		if f.kind == "histogram" && strings.HasSuffix(n, "_bucket") {
+			allowed = append(allowed, "le")
+		}
+	}
+	for _, l := range labels {
+		if !slices.Contains(allowed, l) {
+			t.Errorf("%q: label %s is on none of its metrics %v", e, l, names)
+		}
 	}
 }
 

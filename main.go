@@ -306,7 +306,8 @@ func newPipeline(mgr ctrl.Manager, o *options, store *settings.Store, snapshots 
 			s := store.Get()
 			return s.MaxSharedGatewaysPerNamespace, s.MaxSharedPortsPerNamespace
 		},
-		ListenerLimits: func() graph.ListenerLimits { return listenerLimits(store.Get()) },
+		ListenerLimits:            func() graph.ListenerLimits { return listenerLimits(store.Get()) },
+		MaxRouteBytesPerNamespace: func() int64 { return store.Get().MaxRouteBytesPerNamespace },
 		TrustAnyEndpointSlice: func() bool {
 			return store.Get().EndpointSlices == v1alpha1.EndpointSliceTrustAny
 		},

@@ -29,6 +29,8 @@ import (
 	"coxswain.dev/coxswain/discovery/server/stream"
 	"coxswain.dev/coxswain/discovery/spiffe"
 	"coxswain.dev/coxswain/internal/rebuild"
+	"coxswain.dev/coxswain/internal/scopeauth"
+	"coxswain.dev/coxswain/internal/state"
 	"coxswain.dev/coxswain/internal/testlog"
 )
 
@@ -71,7 +73,14 @@ func operatorMetrics(t *testing.T) []*dto.MetricFamily {
 		return operator.families
 	}
 	rec := &recorder{Registerer: crmetrics.Registry}
-	if _, err := rebuild.NewMetrics(rec); err != nil {
+	m, err := rebuild.NewMetrics(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A rebuild of an empty cluster measures the shared pool's snapshot, which the scope
+	// collector reports.
+	p := &rebuild.Pipeline{Cache: snapcache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }, Metrics: m}
+	if _, err := p.Rebuild(t.Context(), rebuild.Input{State: state.New()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := controllers.NewProvisionMetrics(rec); err != nil {

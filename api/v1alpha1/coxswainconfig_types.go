@@ -55,6 +55,24 @@ type CoxswainConfigSpec struct {
 	// Backends says which endpoints of the Services that routes name may receive traffic.
 	// +optional
 	Backends *BackendsSpec `json:"backends,omitempty"`
+
+	// Snapshots bounds what the routes of one namespace take of the routing snapshot of a scope
+	// (the shared pool, or a dedicated Gateway's proxies), which must fit in one stream message.
+	// +optional
+	Snapshots *SnapshotsSpec `json:"snapshots,omitempty"`
+}
+
+// SnapshotsSpec bounds the routes' share of a scope's routing snapshot.
+type SnapshotsSpec struct {
+	// MaxRouteBytesPerNamespace caps the encoded bytes the routes of one namespace take of one
+	// scope's snapshot, every copy counted (a route is copied for each listener and hostname it
+	// attaches to): the oldest routes are served, a route beyond it is Accepted=False with
+	// reason SnapshotSizeLimitReached on that scope's Gateways. The routes of all namespaces
+	// take at most 48 MiB of a snapshot whatever this says. Default 8388608 (8 MiB).
+	// +optional
+	// +kubebuilder:validation:Minimum=65536
+	// +kubebuilder:validation:Maximum=50331648
+	MaxRouteBytesPerNamespace *int64 `json:"maxRouteBytesPerNamespace,omitempty"`
 }
 
 // ListenerSetsSpec caps the ListenerSets attached to Gateways and the listeners they add. The
@@ -423,6 +441,8 @@ type EffectiveSettings struct {
 	MaxListenerSetsPerNamespace int32 `json:"maxListenerSetsPerNamespace,omitempty"`
 	// +optional
 	MaxListenersPerPort int32 `json:"maxListenersPerPort,omitempty"`
+	// +optional
+	MaxRouteBytesPerNamespace int64 `json:"maxRouteBytesPerNamespace,omitempty"`
 }
 
 // CoxswainConfigStatus is the observed state of a CoxswainConfig.

@@ -112,3 +112,15 @@ const (
 	// MaxListenerLimit is the largest value of these caps.
 	MaxListenerLimit = 65536
 )
+
+// The cap of the encoded bytes the routes of one namespace take of one scope's snapshot (the
+// shared pool's, or a dedicated Gateway's), every copy of a route counted: a route is copied
+// into the route set of each listener and hostname it attaches to.
+const (
+	// DefaultMaxRouteBytesPerNamespace is an eighth of what one snapshot message may carry
+	// (discoveryv1.MaxServerMessageBytes), so that no tenant alone can make a scope's snapshot
+	// unsendable.
+	DefaultMaxRouteBytesPerNamespace = 8 << 20
+	// MinRouteBytesPerNamespace is the least a CoxswainConfig may set it to.
+	MinRouteBytesPerNamespace = 64 << 10
+)

@@ -43,6 +43,10 @@ type Options struct {
 	MaxSharedPortsPerNamespace int32
 	// ListenerLimits cap the listeners ListenerSets add to Gateways.
 	ListenerLimits
+	// MaxRouteBytesPerNamespace caps the encoded bytes the routes of one namespace take of one
+	// scope's snapshot, every copy counted; a route beyond it is not accepted on that scope's
+	// Gateways (SnapshotSizeLimitReached). wellknown.DefaultMaxRouteBytesPerNamespace when zero.
+	MaxRouteBytesPerNamespace int64
 	// Routes, when set, keeps what Build resolved of the HTTPRoutes, their rules and their
 	// attachments, from one Build to the next (see RouteMemo).
 	Routes *RouteMemo
@@ -65,6 +69,9 @@ func (o Options) withDefaults() Options {
 		o.MaxSharedPortsPerNamespace = wellknown.DefaultMaxSharedPortsPerNamespace
 	}
 	o.ListenerLimits = o.ListenerLimits.withDefaults()
+	if o.MaxRouteBytesPerNamespace == 0 {
+		o.MaxRouteBytesPerNamespace = wellknown.DefaultMaxRouteBytesPerNamespace
+	}
 	return o
 }
 
@@ -123,6 +130,9 @@ type Graph struct {
 	BackendTLSPolicies []*BackendTLSPolicy
 	// ListenerSets are the ListenerSets whose parent is one of our Gateways.
 	ListenerSets []*ListenerSet
+	// SizeRefusals are the routes refused on the Gateways of a scope because the scope's
+	// snapshot could not hold them (SnapshotSizeLimitReached), sorted by scope and route.
+	SizeRefusals []SizeRefusal
 }
 
 // Build resolves the cluster state into a Graph. It never fails: a user's mistake becomes a
@@ -153,6 +163,7 @@ func Build(cs *state.ClusterState, opts Options) *Graph {
 		ls.finish()
 	}
 	allocateSharedPorts(g.Gateways, b.cs.Services, b.opts.Namespace, b.opts.MaxSharedPortsPerNamespace)
+	g.SizeRefusals = boundScopeSizes(g, b.opts.MaxRouteBytesPerNamespace)
 	g.BackendTLSPolicies = b.buildBackendTLSPolicies()
 	g.Clusters = b.buildClusters()
 	recordAncestors(g.Gateways, g.BackendTLSPolicies, b.cs.Services)

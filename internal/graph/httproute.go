@@ -35,6 +35,8 @@ type HTTPRoute struct {
 	resolvedRefs *metav1.Condition
 	// id is ID's result, kept by a RouteMemo; empty when not computed yet.
 	id string
+	// wire is wireBytes's result, kept with the route.
+	wire wireEstimate
 }
 
 // Parent is one parentRef of a route to one of our Gateways, with its computed conditions.

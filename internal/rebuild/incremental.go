@@ -3,9 +3,11 @@ package rebuild
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/server/cache"
 	"coxswain.dev/coxswain/internal/encode"
 	"coxswain.dev/coxswain/internal/graph"
@@ -15,6 +17,10 @@ import (
 
 // ErrScopePanicked reports a scope whose compile or encode panicked.
 var ErrScopePanicked = errors.New("rebuild: scope compile panicked")
+
+// ErrSnapshotTooLarge reports a scope whose new snapshot's encoding is larger than
+// discoveryv1.MaxSnapshotBytes: no stream could send it, so the scope keeps its last snapshot.
+var ErrSnapshotTooLarge = errors.New("rebuild: snapshot larger than a stream may send")
 
 // ScopeFailure is a scope whose compile or encode failed in a rebuild.
 type ScopeFailure struct {
@@ -32,6 +38,10 @@ type incremental struct {
 	scopes map[snapshot.Scope]*scopeMemo
 	// gateways maps every accepted Gateway of the last rebuild to its scope.
 	gateways map[types.NamespacedName]snapshot.Scope
+	// refusals are the last graph's SizeRefusals.
+	refusals []graph.SizeRefusal
+	// sizes holds the encoded size of every scope's latest snapshot, published or refused.
+	sizes map[cache.Scope]int
 }
 
 type scopeMemo struct {
@@ -74,6 +84,15 @@ func (inc *incremental) prepare(cs *state.ClusterState, opts graph.Options) chan
 func (inc *incremental) encode(g *graph.Graph, c changes, hook func(cache.Scope)) ([]scopeEncoding, []ScopeFailure) {
 	plans := snapshot.Plan(g)
 	inc.forget(c, plans)
+	if !slices.Equal(inc.refusals, g.SizeRefusals) {
+		// A route refused or let in again for its scope's size changes what its listeners
+		// hold without being marked changed: compile every scope afresh.
+		for _, sm := range inc.scopes {
+			sm.compile = snapshot.NewMemo()
+		}
+		inc.refusals = g.SizeRefusals
+	}
+	sizes := make(map[cache.Scope]int, len(plans))
 	out := make([]scopeEncoding, 0, len(plans))
 	var failed []ScopeFailure
 	for _, p := range plans {
@@ -87,11 +106,23 @@ func (inc *incremental) encode(g *graph.Graph, c changes, hook func(cache.Scope)
 			// The memos may hold half a compile: the scope starts over next time.
 			delete(inc.scopes, p.Scope)
 			failed = append(failed, ScopeFailure{Scope: encode.Scope(p.Scope), Err: err})
+			if size, ok := inc.sizes[encode.Scope(p.Scope)]; ok {
+				sizes[encode.Scope(p.Scope)] = size
+			}
+			continue
+		}
+		size := e.Snapshot.EncodedSize()
+		sizes[e.Scope] = size
+		if size > discoveryv1.MaxSnapshotBytes {
+			// The memos hold a whole compile: the next rebuild starts from them.
+			failed = append(failed, ScopeFailure{Scope: e.Scope, Err: fmt.Errorf(
+				"%w: its encoding takes %d bytes, more than the %d a snapshot may take", ErrSnapshotTooLarge, size, discoveryv1.MaxSnapshotBytes)})
 			continue
 		}
 		out = append(out, scopeEncoding{Encoded: e, Unchanged: e == sm.last, Gateways: p.Gateways})
 		sm.last = e
 	}
+	inc.sizes = sizes
 	return out, failed
 }
 

@@ -46,6 +46,9 @@ type Pipeline struct {
 	// ListenerLimits, when set, is asked at every rebuild for Graph's ListenerLimits (the
 	// CoxswainConfig's listenerSets).
 	ListenerLimits func() graph.ListenerLimits
+	// MaxRouteBytesPerNamespace, when set, is asked at every rebuild for Graph's
+	// MaxRouteBytesPerNamespace (the CoxswainConfig's snapshots).
+	MaxRouteBytesPerNamespace func() int64
 	// TrustAnyEndpointSlice, when set, is asked at every rebuild for Graph's
 	// TrustAnyEndpointSlice (the CoxswainConfig's backends.endpointSlices is Any).
 	TrustAnyEndpointSlice func() bool
@@ -62,6 +65,8 @@ type Pipeline struct {
 	// scopeHook, when set, runs at the start of every scope's compile, inside the boundary
 	// that turns a panic into that scope's failure (tests make scopes fail with it).
 	scopeHook func(cache.Scope)
+	// graphHook, when set, is given every graph a rebuild builds (tests read it).
+	graphHook func(*graph.Graph)
 	// status writes status in the background once RunStatus runs; until then Rebuild writes it
 	// itself.
 	status atomic.Pointer[statusLoop]
@@ -129,10 +134,16 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	if p.ListenerLimits != nil {
 		opts.ListenerLimits = p.ListenerLimits()
 	}
+	if p.MaxRouteBytesPerNamespace != nil {
+		opts.MaxRouteBytesPerNamespace = p.MaxRouteBytesPerNamespace()
+	}
 	_, span := phase(ctx, "graph")
 	changes := p.inc.prepare(in.State, opts)
 	opts.Routes = p.inc.routes
 	g := graph.Build(in.State, opts)
+	if p.graphHook != nil {
+		p.graphHook(g)
+	}
 	span.SetAttributes(attribute.Int("coxswain.gateways", len(g.Gateways)))
 	span.End()
 	_, span = phase(ctx, "compile")
@@ -141,6 +152,7 @@ func (p *Pipeline) Rebuild(ctx context.Context, in Input) (Result, error) {
 	span.SetAttributes(attribute.Int("coxswain.scopes", len(encoded)), attribute.Int("coxswain.scopes_failed", len(failed)))
 	span.End()
 	p.Metrics.observeFailures(failed)
+	p.Metrics.observeScopes(p.inc.sizes, g.SizeRefusals)
 	_, span = phase(ctx, "authority")
 	authorityChanged := p.Authority.Update(g)
 	span.End()

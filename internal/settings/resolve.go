@@ -27,6 +27,9 @@ func Resolve(base Settings, spec *v1alpha1.CoxswainConfigSpec) (Settings, error)
 		setIf(&s.MaxListenerSetsPerNamespace, spec.ListenerSets.MaxPerNamespace)
 		setIf(&s.MaxListenersPerPort, spec.ListenerSets.MaxListenersPerPort)
 	}
+	if spec != nil && spec.Snapshots != nil {
+		setIf(&s.MaxRouteBytesPerNamespace, spec.Snapshots.MaxRouteBytesPerNamespace)
+	}
 	if spec != nil && spec.Backends != nil {
 		setIf(&s.EndpointSlices, spec.Backends.EndpointSlices)
 	}
@@ -101,6 +104,7 @@ func (s Settings) Effective() *v1alpha1.EffectiveSettings {
 		MaxListenerSetsPerGateway:     s.MaxListenerSetsPerGateway,
 		MaxListenerSetsPerNamespace:   s.MaxListenerSetsPerNamespace,
 		MaxListenersPerPort:           s.MaxListenersPerPort,
+		MaxRouteBytesPerNamespace:     s.MaxRouteBytesPerNamespace,
 
 		CAMode:                s.CAMode,
 		CASecretName:          s.CASecretName,

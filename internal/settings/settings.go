@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"coxswain.dev/coxswain/api/v1alpha1"
+	discoveryv1 "coxswain.dev/coxswain/discovery/api/v1"
 	"coxswain.dev/coxswain/discovery/buildinfo"
 	"coxswain.dev/coxswain/discovery/wellknown"
 )
@@ -79,6 +80,9 @@ type Settings struct {
 	// shared pool Gateway's spec.infrastructure metadata that reach its Service.
 	SharedServiceLabelPrefixes      []string
 	SharedServiceAnnotationPrefixes []string
+	// MaxRouteBytesPerNamespace caps the encoded bytes the routes of one namespace take of one
+	// scope's snapshot (graph.Options.MaxRouteBytesPerNamespace).
+	MaxRouteBytesPerNamespace int64
 	// EndpointSlices says which EndpointSlices' endpoints backends may use: Verified (also when
 	// empty) or Any.
 	EndpointSlices v1alpha1.EndpointSliceTrust
@@ -97,6 +101,7 @@ func Defaults() Settings {
 		MaxListenerSetsPerGateway:     wellknown.DefaultMaxListenerSetsPerGateway,
 		MaxListenerSetsPerNamespace:   wellknown.DefaultMaxListenerSetsPerNamespace,
 		MaxListenersPerPort:           wellknown.DefaultMaxListenersPerPort,
+		MaxRouteBytesPerNamespace:     wellknown.DefaultMaxRouteBytesPerNamespace,
 
 		CAMode:                v1alpha1.CAMode(wellknown.CAModeAuto),
 		CASecretName:          wellknown.CASecretName,
@@ -165,6 +170,9 @@ func (s Settings) Validate() error {
 	}
 	if n := s.MaxListenersPerPort; n < wellknown.MinMaxListenersPerPort || n > wellknown.MaxListenerLimit {
 		add("listenerSets.maxListenersPerPort", "%d is outside %d..%d", n, wellknown.MinMaxListenersPerPort, wellknown.MaxListenerLimit)
+	}
+	if s.MaxRouteBytesPerNamespace < wellknown.MinRouteBytesPerNamespace || s.MaxRouteBytesPerNamespace > discoveryv1.MaxScopeRouteBytes {
+		add("snapshots.maxRouteBytesPerNamespace", "%d is outside %d..%d", s.MaxRouteBytesPerNamespace, wellknown.MinRouteBytesPerNamespace, discoveryv1.MaxScopeRouteBytes)
 	}
 	if s.ProxyReplicas < 0 {
 		add("proxy.replicas", "%d is negative", s.ProxyReplicas)

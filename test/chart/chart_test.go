@@ -38,7 +38,7 @@ var modes = []mode{
 	{name: "cert-manager", dir: "overlays/cert-manager", values: []string{"discovery.ca.mode=external", "discovery.ca.certManager.enabled=true"}},
 	{name: "namespace-gate", dir: "overlays/namespace-gate", values: []string{"networkPolicy.namespaceGate=true"}},
 	// config/default with the component config/components/monitoring.
-	{name: "monitoring", dir: "overlays/monitoring", values: []string{"metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true"}},
+	{name: "monitoring", dir: "overlays/monitoring", values: []string{"metrics.serviceMonitor.enabled=true", "metrics.podMonitor.enabled=true", "metrics.prometheusRule.enabled=true"}},
 }
 
 // TestChartRendersKustomizeObjects renders the chart and builds the kustomize variant of each

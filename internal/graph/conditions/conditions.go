@@ -31,6 +31,12 @@ const ReasonListenerLimitReached = "ListenerLimitReached"
 // all older.
 const ReasonListenerSetLimitReached = "ListenerSetLimitReached"
 
+// ReasonSnapshotSizeLimitReached is used with a route parent's Accepted condition when the
+// route would take its namespace's share of the encoded snapshot of the scope (the shared pool,
+// or a dedicated Gateway's proxy) that serves the parent past its limit, or the scope's routes
+// past what one snapshot message may carry: older routes come first.
+const ReasonSnapshotSizeLimitReached = "SnapshotSizeLimitReached"
+
 // ReasonProxyNotReady is used with a Gateway's Programmed condition while no replica of its
 // proxy is ready.
 const ReasonProxyNotReady = "ProxyNotReady"

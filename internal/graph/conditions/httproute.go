@@ -31,6 +31,13 @@ func NewRouteNoMatchingParent(msg string) metav1.Condition {
 	return falsity(routeAccepted, string(gwapiv1.RouteReasonNoMatchingParent), msg)
 }
 
+// NewRouteSnapshotSizeLimitReached says the route is not served through the parent: its copies
+// in the snapshot of the parent's scope would take more than its namespace's share, or than the
+// scope's routes may take together.
+func NewRouteSnapshotSizeLimitReached(msg string) metav1.Condition {
+	return falsity(routeAccepted, ReasonSnapshotSizeLimitReached, msg)
+}
+
 // NewRouteUnsupportedValue says the route uses a value or feature we do not support.
 func NewRouteUnsupportedValue(msg string) metav1.Condition {
 	return falsity(routeAccepted, string(gwapiv1.RouteReasonUnsupportedValue), msg)
