@@ -219,6 +219,32 @@ func (s *suite) setSVIDTTL(ctx context.Context, ttl time.Duration) error {
 	})
 }
 
+// allowTracingEndpoint lists endpoint in spec.proxy.allowedTracingEndpoints of the operator's
+// CoxswainConfig, creating it when there is none: a Gateway's own parameters trace only to an
+// endpoint the operator allows. A settings change reconciles every Gateway again.
+func (s *suite) allowTracingEndpoint(ctx context.Context, endpoint string) error {
+	key := client.ObjectKey{Namespace: wellknown.InstallNamespace, Name: configName}
+	var cfg v1alpha1.CoxswainConfig
+	err := s.client.Get(ctx, key, &cfg)
+	switch {
+	case apierrors.IsNotFound(err):
+		cfg = v1alpha1.CoxswainConfig{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		cfg.Spec.Proxy = &v1alpha1.ProxyDefaults{AllowedTracingEndpoints: []string{endpoint}}
+		err = s.client.Create(ctx, &cfg)
+	case err == nil:
+		patch := client.MergeFrom(cfg.DeepCopy())
+		if cfg.Spec.Proxy == nil {
+			cfg.Spec.Proxy = &v1alpha1.ProxyDefaults{}
+		}
+		cfg.Spec.Proxy.AllowedTracingEndpoints = []string{endpoint}
+		err = s.client.Patch(ctx, &cfg, patch)
+	}
+	if err != nil {
+		return fmt.Errorf("allow tracing endpoint %s in CoxswainConfig %s: %w", endpoint, key, err)
+	}
+	return nil
+}
+
 // Scenario names: each is a subtest of TestCluster.
 const (
 	dedicatedServes   = "a dedicated Gateway's proxy pod starts NotReady, bootstraps with its projected token, turns Ready and serves its route"

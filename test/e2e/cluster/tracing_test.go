@@ -114,6 +114,10 @@ func (s *suite) requestTraced(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 	endpoint := "http://" + ln.Addr().String()
+	// The Gateway's own parameters choose the endpoint: the operator must allow it first.
+	if err := s.allowTracingEndpoint(ctx, endpoint); err != nil {
+		t.Fatal(err)
+	}
 
 	params := &v1alpha1.CoxswainGatewayParameters{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: paramsTraced},
