@@ -168,8 +168,13 @@ func (s *suite) foreignScopeRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	reason := map[string]string{"reason": "ScopeNotAuthorized"}
-	deniedBefore, err := s.controllerMetric(ctx, "coxswain_discovery_streams_closed_total", reason)
-	if err != nil {
+	// The scenario before this one may have replaced the controller pods: a scrape of one that
+	// is still starting its metrics server is tried again, as the later reads are.
+	var deniedBefore float64
+	if err := e2e.Poll(ctx, time.Minute, 250*time.Millisecond, func(ctx context.Context) (err error) {
+		deniedBefore, err = s.controllerMetric(ctx, "coxswain_discovery_streams_closed_total", reason)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	pod, err := s.handMadeProxy(ctx, "poacher", proxyName(gatewayA), gatewayB)
