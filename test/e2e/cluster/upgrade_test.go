@@ -265,7 +265,9 @@ func helmUpgrade(ctx context.Context, t *testing.T, chart string) error {
 	if err != nil {
 		return fmt.Errorf("helm show crds %s: %w", chart, err)
 	}
-	apply := exec.CommandContext(ctx, "kubectl", "apply", "--server-side", "-f", "-")
+	// helm install wrote the CRDs as its own field manager: the apply takes them over, since helm
+	// never upgrades them itself.
+	apply := exec.CommandContext(ctx, "kubectl", "apply", "--server-side", "--force-conflicts", "-f", "-")
 	apply.Stdin = bytes.NewReader(crds)
 	if out, err := apply.CombinedOutput(); err != nil {
 		return fmt.Errorf("kubectl apply of the chart's CRDs: %w\n%s", err, out)
