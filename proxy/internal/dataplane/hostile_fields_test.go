@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
 
 	"coxswain.dev/coxswain/proxy/internal/dataplane"
@@ -70,8 +71,19 @@ func TestFieldsWithUnderscoresAreDropped(t *testing.T) {
 	t.Parallel()
 	app, _ := backend(t, "app")
 	for _, allow := range []bool{false, true} {
-		d := start(t, dataplane.Options{Forward: forward.Options{AllowUnderscoresInHeaders: allow}})
+		reg := prometheus.NewRegistry()
+		d := start(t, dataplane.Options{Registerer: reg, Forward: forward.Options{AllowUnderscoresInHeaders: allow}})
 		proxy := routeAll(t, d, hostPort(app))
+		// Each request below sends two fields with underscores: dropped and counted, or neither.
+		dropped := func(t *testing.T, want float64) {
+			t.Helper()
+			if allow {
+				want = 0
+			}
+			if got := metricValue(t, reg, "coxswain_proxy_dropped_request_fields_total", "underscore"); got != want {
+				t.Errorf("coxswain_proxy_dropped_request_fields_total{reason=\"underscore\"} = %v, want %v", got, want)
+			}
+		}
 		t.Run(fmt.Sprintf("HTTP/1.1 underscores allowed %t", allow), func(t *testing.T) {
 			c, br := rawConn(t, proxy)
 			resp, body := roundTrip(t, c, br, "GET / HTTP/1.1\r\nHost: x\r\nX_Auth_User: admin\r\nx_tenant: red\r\nX-Kept: 1\r\n\r\n")
@@ -81,6 +93,7 @@ func TestFieldsWithUnderscoresAreDropped(t *testing.T) {
 			var e echo
 			decodeEcho(t, body, &e)
 			checkUnderscores(t, e, allow)
+			dropped(t, 2)
 		})
 		t.Run(fmt.Sprintf("HTTP/2 underscores allowed %t", allow), func(t *testing.T) {
 			h := dialH2(t, proxy)
@@ -92,6 +105,7 @@ func TestFieldsWithUnderscoresAreDropped(t *testing.T) {
 			var e echo
 			decodeEcho(t, string(got.body), &e)
 			checkUnderscores(t, e, allow)
+			dropped(t, 4)
 		})
 	}
 }

@@ -173,7 +173,8 @@ func (b *requestBody) ended() {
 	if t := b.x.r.Trailer; t != nil {
 		dropManagedTrailers(t, b.x.route)
 		if !b.x.h.opts.AllowUnderscoresInHeaders {
-			dropUnderscoreFields(t) // the trailers as they arrived, announced or not
+			// The trailers as they arrived, announced or not.
+			b.x.h.opts.Metrics.DroppedFields(droppedUnderscore, dropUnderscoreFields(t))
 		}
 	}
 }

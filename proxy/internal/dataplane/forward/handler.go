@@ -211,8 +211,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, l *Listener) {
 	x := exchange{h: h, w: w, r: r, listener: l, state: h.state.Load(), start: time.Now()}
 	if !h.opts.AllowUnderscoresInHeaders {
 		// Before anything reads the fields: the request ID, routing, the filters.
-		dropUnderscoreFields(r.Header)
-		dropUnderscoreFields(r.Trailer)
+		h.opts.Metrics.DroppedFields(droppedUnderscore, dropUnderscoreFields(r.Header)+dropUnderscoreFields(r.Trailer))
 	}
 	x.requestID, x.requestIDValues = h.requestID(r)
 	if h.opts.Tracer != nil {

@@ -167,16 +167,22 @@ func normalPrefix(name, prefix string) bool {
 	return true
 }
 
+// droppedUnderscore is the reason of coxswain_proxy_dropped_request_fields_total for a field
+// whose name holds an underscore.
+const droppedUnderscore = "underscore"
+
 // dropUnderscoreFields removes from h every field whose name holds an underscore, as nginx
 // does by default (underscores_in_headers off): CGI turns '-' into '_' when it makes a
 // field a variable, and so do the frameworks built on it, so that X_Auth_User reaches a
 // backend as the X-Auth-User a route's filter or the backend's own front end controls.
-func dropUnderscoreFields(h http.Header) {
+func dropUnderscoreFields(h http.Header) (dropped int) {
 	for name := range h {
 		if strings.IndexByte(name, '_') >= 0 {
 			delete(h, name)
+			dropped++
 		}
 	}
+	return dropped
 }
 
 // dropClientCertHeaders removes from h every field that claims a client certificate (see

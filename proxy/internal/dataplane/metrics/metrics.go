@@ -21,6 +21,7 @@ type Metrics struct {
 	clientConnsRefused prometheus.Counter
 	retries            *prometheus.CounterVec
 	bufferRefused      *prometheus.CounterVec
+	droppedFields      *prometheus.CounterVec
 	connsClosed        *prometheus.CounterVec
 	overload           *prometheus.CounterVec
 	passthrough        *prometheus.CounterVec
@@ -67,6 +68,10 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 		Name: "coxswain_proxy_retries_total",
 		Help: "Retry decisions of routes with a retry policy, by cluster and outcome: sent (another attempt went out), budget_exhausted (the cluster's retry budget refused it).",
 	}, []string{"cluster", "outcome"})
+	m.droppedFields = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "coxswain_proxy_dropped_request_fields_total",
+		Help: "Request header fields and trailers the proxy dropped before routing, by reason: underscore (a name holding an underscore, unless --allow-underscores-in-headers).",
+	}, []string{"reason"})
 	m.bufferRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "coxswain_proxy_body_buffer_refused_total",
 		Help: "Request bodies the proxy-wide buffer budget could not hold, by use: retry (the request was forwarded once), mirror (it was not mirrored).",
@@ -95,7 +100,7 @@ func New(reg prometheus.Registerer, connections func() float64) (*Metrics, error
 		Name: "coxswain_proxy_active_connections",
 		Help: "Open downstream connections.",
 	}, connections)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.clientConnsRefused, m.retries, m.bufferRefused, m.connsClosed, m.overload, m.passthrough, m.passthroughBytes, m.udpFlows, active} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstreamErrors, m.mirrorsDropped, m.refused, m.connsRefused, m.clientConnsRefused, m.retries, m.bufferRefused, m.droppedFields, m.connsClosed, m.overload, m.passthrough, m.passthroughBytes, m.udpFlows, active} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register data plane metrics: %w", err)
 		}
@@ -117,6 +122,13 @@ func (m *Metrics) Retry(cluster, outcome string) {
 func (m *Metrics) BodyBufferRefused(use string) {
 	if m != nil {
 		m.bufferRefused.WithLabelValues(use).Inc()
+	}
+}
+
+// DroppedFields counts n request fields dropped for reason ("underscore").
+func (m *Metrics) DroppedFields(reason string, n int) {
+	if m != nil && n > 0 {
+		m.droppedFields.WithLabelValues(reason).Add(float64(n))
 	}
 }
 
