@@ -63,9 +63,6 @@ const ReasonTolerationNotAllowed = "TolerationNotAllowed"
 // unlabelled one), or RBAC. The write is retried with backoff.
 const ReasonProvisionRefused = "ProvisionRefused"
 
-// maxEventNote keeps an event note under the API server's 1 KiB limit.
-const maxEventNote = 1000
-
 // errParametersLag says the graph, built from the parameters' metadata cache, found parameters
 // that the typed cache no longer holds (or not yet).
 var errParametersLag = errors.New("parameters seen by the graph are not in the cache")
@@ -366,8 +363,8 @@ func (r *ProvisionReconciler) reportWriteRefused(gw *gwapiv1.Gateway, obj client
 		return
 	}
 	note := fmt.Sprintf("The API server refused %s %s/%s: %s", kindOf(obj), obj.GetNamespace(), obj.GetName(), status.Status().Message)
-	if len(note) > maxEventNote {
-		note = note[:maxEventNote]
+	if len(note) > wellknown.MaxEventNoteBytes {
+		note = note[:wellknown.MaxEventNoteBytes]
 	}
 	r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, ReasonProvisionRefused, "Provision", "%s", note)
 }

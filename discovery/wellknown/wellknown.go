@@ -61,6 +61,9 @@ const (
 
 	// EventReasonBootstrapRejected is the reason of the Warning event for a refused bootstrap.
 	EventReasonBootstrapRejected = "BootstrapRejected"
+	// MaxEventNoteBytes is the most bytes of an event note the controller writes: the API
+	// server refuses a note over 1 KiB, and the event with it.
+	MaxEventNoteBytes = 1000
 )
 
 // CAMode says how the discovery CA is provisioned.

@@ -16,9 +16,6 @@ import (
 
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// maxNoteBytes keeps an event note under the API server's 1 KiB limit.
-const maxNoteBytes = 1000
-
 // Reporter implements bootstrap.Reporter with a BootstrapRejected Warning event about an object
 // of the controller's namespace, so that
 //
@@ -50,8 +47,8 @@ func (r *Reporter) BootstrapRejected(_ context.Context, rej bootstrap.Rejection)
 	if rej.Suppressed > 0 {
 		note += fmt.Sprintf(" (%d more like it not reported)", rej.Suppressed)
 	}
-	if len(note) > maxNoteBytes {
-		note = note[:maxNoteBytes]
+	if len(note) > wellknown.MaxEventNoteBytes {
+		note = note[:wellknown.MaxEventNoteBytes]
 	}
 	r.recorder.Eventf(r.regarding, related(rej.Principal), corev1.EventTypeWarning, wellknown.EventReasonBootstrapRejected,
 		string(rej.Reason), "%s", note)
