@@ -2,8 +2,10 @@ package identity
 
 import (
 	"testing"
+	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,8 +68,26 @@ func TestAnEditorOfTheNamespaceMintsAProxyIdentity(t *testing.T) {
 		return resp.Status.Token, nil
 	}
 
+	// allowed waits until the API server's authorizer, which learns bindings from a cache of its
+	// own, lets user do verb on resource/subresource: the binding is then in force.
+	allowed := func(t *testing.T, user, verb, resource, subresource string) {
+		t.Helper()
+		eventually(t, 10*time.Second, user+" may "+verb+" "+resource, func() bool {
+			review := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+				User: user, Groups: []string{"system:authenticated"},
+				ResourceAttributes: &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: resource, Subresource: subresource},
+			}}
+			if err := k8sClient.Create(t.Context(), review); err != nil {
+				t.Fatal(err)
+			}
+			return review.Status.Allowed
+		})
+	}
+
 	t.Run("a viewer may not mint a token", func(t *testing.T) {
-		if _, err := mint(bind("viewer", "ClusterRole", "system:aggregate-to-view")); !apierrors.IsForbidden(err) {
+		cs := bind("viewer", "ClusterRole", "system:aggregate-to-view")
+		allowed(t, "viewer", "get", "pods", "")
+		if _, err := mint(cs); !apierrors.IsForbidden(err) {
 			t.Fatalf("TokenRequest as a viewer: %v; want Forbidden", err)
 		}
 	})
@@ -76,7 +96,9 @@ func TestAnEditorOfTheNamespaceMintsAProxyIdentity(t *testing.T) {
 		{"token-creator", "Role", tokensOnly.Name},
 	} {
 		t.Run("a holder of "+tt.role+" mints a token bound to the running pod, and it obtains the SVID", func(t *testing.T) {
-			token, err := mint(bind(tt.user, tt.kind, tt.role))
+			cs := bind(tt.user, tt.kind, tt.role)
+			allowed(t, tt.user, "create", "serviceaccounts", "token")
+			token, err := mint(cs)
 			if err != nil {
 				t.Fatalf("TokenRequest as %s: %v", tt.user, err)
 			}
