@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,6 +201,17 @@ func (h *Handler) Current() *State { return h.state.Load() }
 type Listener struct {
 	Port   uint32
 	Scheme string
+
+	// portOnce makes port, the text of Port that X-Forwarded-Port carries, once for every
+	// request of the listener.
+	portOnce sync.Once
+	port     string
+}
+
+// portText returns the listener's port as text.
+func (l *Listener) portText() string {
+	l.portOnce.Do(func() { l.port = strconv.FormatUint(uint64(l.Port), 10) })
+	return l.port
 }
 
 // HTTP returns the handler of the requests that arrive on l, over any HTTP version.

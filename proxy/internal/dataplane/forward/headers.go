@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
-	"strconv"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -74,7 +73,7 @@ func setForwarding(hdr http.Header, remoteAddr, host string, l *Listener) {
 	// One array holds the six values, each field a slice of one of them: one allocation.
 	vs := [len(forwardingFields)]string{
 		forwardedElement(client, host, l.Scheme), forwardedFor(hdr[headerXForwardedFor], client), host,
-		strconv.FormatUint(uint64(l.Port), 10), l.Scheme, client,
+		l.portText(), l.Scheme, client,
 	}
 	all := vs[:]
 	for i, name := range forwardingFields {
