@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -477,12 +476,7 @@ func TestIncrementalRebuildsEqualRebuildsFromScratch(t *testing.T) {
 // scope publishes again once it compiles.
 func TestAFailingScopeLeavesTheOthersPublishing(t *testing.T) {
 	t.Parallel()
-	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }, Metrics: m}
+	p, reg := measuredPipeline(t)
 	web, shared := cache.Gateway("prod", "web"), cache.SharedPool()
 	if _, err := p.Rebuild(context.Background(), input(t, world)); err != nil {
 		t.Fatal(err)

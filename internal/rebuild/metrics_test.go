@@ -43,16 +43,23 @@ func counts(h map[string]*dto.Histogram) map[string]uint64 {
 	return out
 }
 
-// Tests that every new snapshot version is measured once, by scope kind, with its encoded size,
-// and that a rebuild of an unchanged world measures nothing.
-func TestPipelineMeasuresTheSnapshotsItPublishes(t *testing.T) {
-	t.Parallel()
+// measuredPipeline returns a pipeline of a follower (it writes no status) whose metrics are
+// registered with the registry it returns.
+func measuredPipeline(t *testing.T) (*Pipeline, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }, Metrics: m}
+	return &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }, Metrics: m}, reg
+}
+
+// Tests that every new snapshot version is measured once, by scope kind, with its encoded size,
+// and that a rebuild of an unchanged world measures nothing.
+func TestPipelineMeasuresTheSnapshotsItPublishes(t *testing.T) {
+	t.Parallel()
+	p, reg := measuredPipeline(t)
 	res, err := p.Rebuild(context.Background(), input(t, world))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"math/big"
 	"os"
@@ -19,7 +20,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
@@ -154,20 +154,32 @@ func graphScope(s cache.Scope) types.NamespacedName {
 	return types.NamespacedName{}
 }
 
+// routeSets yields every route set resource of snap with its decoded RouteSet.
+func routeSets(t *testing.T, snap *cache.Snapshot) iter.Seq2[*discoveryv1.Resource, *discoveryv1.RouteSet] {
+	t.Helper()
+	return func(yield func(*discoveryv1.Resource, *discoveryv1.RouteSet) bool) {
+		for _, r := range snap.Resources() {
+			if !strings.HasPrefix(r.GetKey(), discoveryv1.RouteSetKeyPrefix) {
+				continue
+			}
+			set := &discoveryv1.RouteSet{}
+			if err := r.GetPayload().UnmarshalTo(set); err != nil {
+				t.Fatal(err)
+			}
+			if !yield(r, set) {
+				return
+			}
+		}
+	}
+}
+
 // namespaceBytes returns, for every namespace with routes in snap, the bytes its routes take of
 // the full snapshot's encoding: each of its routes, and the whole of every route set holding
 // one of them but its other routes.
 func namespaceBytes(t *testing.T, snap *cache.Snapshot) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
-	for _, r := range snap.Resources() {
-		if !strings.HasPrefix(r.GetKey(), discoveryv1.RouteSetKeyPrefix) {
-			continue
-		}
-		set := &discoveryv1.RouteSet{}
-		if err := r.GetPayload().UnmarshalTo(set); err != nil {
-			t.Fatal(err)
-		}
+	for r, set := range routeSets(t, snap) {
 		// The resource as a field of the snapshot: its tag and length with it.
 		whole := int64(protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(r)))
 		routes := map[string]int64{}
@@ -211,14 +223,7 @@ func sizeRefused(t *testing.T, g *graph.Graph) map[string]string {
 func routesServed(t *testing.T, snap *cache.Snapshot) []string {
 	t.Helper()
 	seen := map[string]bool{}
-	for _, r := range snap.Resources() {
-		if !strings.HasPrefix(r.GetKey(), discoveryv1.RouteSetKeyPrefix) {
-			continue
-		}
-		set := &discoveryv1.RouteSet{}
-		if err := r.GetPayload().UnmarshalTo(set); err != nil {
-			t.Fatal(err)
-		}
+	for _, set := range routeSets(t, snap) {
 		for _, route := range set.GetRoutes() {
 			parts := strings.SplitN(route.GetName(), "/", 3)
 			seen[parts[0]+"/"+parts[1]] = true
@@ -359,12 +364,7 @@ spec:
 // too large.
 func TestAScopeTooLargeToSendKeepsItsLastSnapshot(t *testing.T) {
 	t.Parallel()
-	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &Pipeline{Cache: cache.New(nil), Authority: scopeauth.New(), IsLeader: func() bool { return false }, Metrics: m}
+	p, reg := measuredPipeline(t)
 	if _, err := p.Rebuild(context.Background(), certWorld(t, 70, 1000)); err != nil {
 		t.Fatal(err)
 	}
